@@ -1,0 +1,1 @@
+console.log("bench: see issue 3");

@@ -1,0 +1,8 @@
+import { defineConfig } from 'drizzle-kit';
+
+export default defineConfig({
+  dialect: 'postgresql',
+  schema: './src/schema/index.ts',
+  out: './drizzle',
+  migrations: { schema: 'ratchet_meta', table: 'migrations' },
+});

@@ -1,0 +1,151 @@
+-- Normalized dump of schema "ratchet". Regenerate: UPDATE_SCHEMA_SNAPSHOT=1 pnpm test test/schema/snapshot.test.ts
+
+-- columns
+clock.single boolean NOT NULL DEFAULT true
+clock.shift interval NOT NULL DEFAULT '00:00:00'::interval
+contracts.tenant_id uuid NOT NULL
+contracts.id uuid NOT NULL
+contracts.task_id uuid NOT NULL
+contracts.idempotency_key text NOT NULL
+contracts.agent_id text
+contracts.contract_version text NOT NULL
+contracts.body jsonb NOT NULL
+contracts.body_hash text NOT NULL
+contracts.status text NOT NULL
+contracts.error_detail jsonb
+contracts.created_at timestamp with time zone NOT NULL DEFAULT now()
+contracts.committed_at timestamp with time zone
+events.tenant_id uuid NOT NULL
+events.task_id uuid NOT NULL
+events.seq integer NOT NULL
+events.event_type text NOT NULL
+events.actor_id text
+events.policy_version text
+events.payload jsonb
+events.trace_id text
+events.span_id text
+events.created_at timestamp with time zone NOT NULL DEFAULT now()
+operations.tenant_id uuid NOT NULL
+operations.id uuid NOT NULL
+operations.task_id uuid NOT NULL
+operations.step_name text NOT NULL
+operations.step_key text NOT NULL
+operations.seq integer NOT NULL
+operations.kind text NOT NULL
+operations.idempotency_key text
+operations.input_hash text
+operations.state text NOT NULL
+operations.attempt integer NOT NULL DEFAULT 1
+operations.reserved_at timestamp with time zone
+operations.deadline_at timestamp with time zone
+operations.provider_reference text
+operations.result jsonb
+operations.error jsonb
+operations.trace_id text
+operations.span_id text
+operations.created_at timestamp with time zone NOT NULL DEFAULT now()
+operations.completed_at timestamp with time zone
+outbox.tenant_id uuid NOT NULL
+outbox.id uuid NOT NULL
+outbox.task_id uuid NOT NULL
+outbox.topic text NOT NULL
+outbox.message_key text
+outbox.payload jsonb
+outbox.available_at timestamp with time zone NOT NULL DEFAULT now()
+outbox.dispatched_at timestamp with time zone
+outbox.attempts integer NOT NULL DEFAULT 0
+outbox.last_error text
+outbox.created_at timestamp with time zone NOT NULL DEFAULT now()
+signals.tenant_id uuid NOT NULL
+signals.id uuid NOT NULL
+signals.task_id uuid NOT NULL
+signals.name text NOT NULL
+signals.payload jsonb
+signals.idempotency_key text
+signals.consumed_at timestamp with time zone
+signals.consumed_by text
+signals.created_at timestamp with time zone NOT NULL DEFAULT now()
+tasks.tenant_id uuid NOT NULL
+tasks.id uuid NOT NULL
+tasks.workflow_name text NOT NULL
+tasks.workflow_version text NOT NULL
+tasks.state text NOT NULL
+tasks.state_version integer NOT NULL DEFAULT 1
+tasks.due_at timestamp with time zone
+tasks.wake_at timestamp with time zone
+tasks.deadline_at timestamp with time zone
+tasks.lease_owner text
+tasks.lease_expires_at timestamp with time zone
+tasks.claim_count integer NOT NULL DEFAULT 0
+tasks.cancel_requested_at timestamp with time zone
+tasks.signal_seq integer NOT NULL DEFAULT 0
+tasks.result_awaited boolean NOT NULL DEFAULT false
+tasks.idempotency_key text
+tasks.concurrency_key text
+tasks.priority integer NOT NULL DEFAULT 0
+tasks.input jsonb
+tasks.input_hash text NOT NULL
+tasks.output jsonb
+tasks.error jsonb
+tasks.parent_id uuid
+tasks.trace_id text
+tasks.span_id text
+tasks.created_at timestamp with time zone NOT NULL DEFAULT now()
+tasks.updated_at timestamp with time zone NOT NULL DEFAULT now()
+tasks.completed_at timestamp with time zone
+
+-- constraints
+clock CONSTRAINT clock_is_single_row CHECK (single)
+clock CONSTRAINT clock_pkey PRIMARY KEY (single)
+contracts CONSTRAINT contracts_hash_is_sha256 CHECK ((body_hash ~ '^[0-9a-f]{64}$'::text))
+contracts CONSTRAINT contracts_pkey PRIMARY KEY (tenant_id, id)
+contracts CONSTRAINT contracts_status_is_known CHECK ((status = ANY (ARRAY['sealed'::text, 'committed'::text, 'failed'::text])))
+contracts CONSTRAINT contracts_task_same_tenant FOREIGN KEY (tenant_id, task_id) REFERENCES ratchet.tasks(tenant_id, id) ON DELETE CASCADE
+events CONSTRAINT events_pkey PRIMARY KEY (tenant_id, task_id, seq)
+events CONSTRAINT events_task_same_tenant FOREIGN KEY (tenant_id, task_id) REFERENCES ratchet.tasks(tenant_id, id) ON DELETE CASCADE
+events CONSTRAINT events_type_is_known CHECK ((event_type = ANY (ARRAY['started'::text, 'claimed'::text, 'released'::text, 'lease_reclaimed'::text, 'sleeping'::text, 'woke'::text, 'waiting'::text, 'signalled'::text, 'parked'::text, 'resolved'::text, 'contract_sealed'::text, 'contract_committed'::text, 'contract_failed'::text, 'completed'::text, 'failed'::text, 'cancelled'::text])))
+operations CONSTRAINT operations_attempt_positive CHECK ((attempt > 0))
+operations CONSTRAINT operations_key_only_on_effects CHECK (((idempotency_key IS NULL) OR (kind = ANY (ARRAY['effect'::text, 'tool'::text, 'child'::text]))))
+operations CONSTRAINT operations_kind_is_known CHECK ((kind = ANY (ARRAY['step'::text, 'effect'::text, 'tool'::text, 'infer'::text, 'sleep'::text, 'wait'::text, 'emit'::text, 'seal'::text, 'commit'::text, 'child'::text])))
+operations CONSTRAINT operations_pkey PRIMARY KEY (tenant_id, id)
+operations CONSTRAINT operations_state_is_known CHECK ((state = ANY (ARRAY['reserved'::text, 'succeeded'::text, 'failed'::text, 'unknown'::text])))
+operations CONSTRAINT operations_task_same_tenant FOREIGN KEY (tenant_id, task_id) REFERENCES ratchet.tasks(tenant_id, id) ON DELETE CASCADE
+outbox CONSTRAINT outbox_pkey PRIMARY KEY (tenant_id, id)
+outbox CONSTRAINT outbox_task_same_tenant FOREIGN KEY (tenant_id, task_id) REFERENCES ratchet.tasks(tenant_id, id) ON DELETE CASCADE
+signals CONSTRAINT signals_pkey PRIMARY KEY (tenant_id, id)
+signals CONSTRAINT signals_task_same_tenant FOREIGN KEY (tenant_id, task_id) REFERENCES ratchet.tasks(tenant_id, id) ON DELETE CASCADE
+tasks CONSTRAINT tasks_parent_same_tenant FOREIGN KEY (tenant_id, parent_id) REFERENCES ratchet.tasks(tenant_id, id) ON DELETE CASCADE
+tasks CONSTRAINT tasks_pkey PRIMARY KEY (tenant_id, id)
+tasks CONSTRAINT tasks_running_has_lease CHECK (((state <> 'running'::text) OR ((lease_owner IS NOT NULL) AND (lease_expires_at IS NOT NULL))))
+tasks CONSTRAINT tasks_settled_is_not_due CHECK (((state <> ALL (ARRAY['completed'::text, 'failed'::text, 'cancelled'::text, 'parked'::text])) OR (due_at IS NULL)))
+tasks CONSTRAINT tasks_state_is_known CHECK ((state = ANY (ARRAY['pending'::text, 'running'::text, 'sleeping'::text, 'waiting'::text, 'completed'::text, 'failed'::text, 'cancelled'::text, 'parked'::text])))
+tasks CONSTRAINT tasks_state_version_positive CHECK ((state_version > 0))
+
+-- indexes
+CREATE UNIQUE INDEX clock_pkey ON ratchet.clock (single)
+CREATE INDEX contracts_by_status ON ratchet.contracts (status, created_at)
+CREATE UNIQUE INDEX contracts_idempotency_key_unique ON ratchet.contracts (idempotency_key, tenant_id)
+CREATE UNIQUE INDEX contracts_pkey ON ratchet.contracts (tenant_id, id)
+CREATE INDEX contracts_task ON ratchet.contracts (task_id, tenant_id)
+CREATE UNIQUE INDEX events_pkey ON ratchet.events (tenant_id, task_id, seq)
+CREATE UNIQUE INDEX operations_idempotency_key_unique ON ratchet.operations (idempotency_key, tenant_id) WHERE (idempotency_key IS NOT NULL)
+CREATE UNIQUE INDEX operations_pkey ON ratchet.operations (tenant_id, id)
+CREATE UNIQUE INDEX operations_step_key_unique ON ratchet.operations (task_id, step_key, tenant_id)
+CREATE INDEX outbox_pending ON ratchet.outbox (available_at) WHERE (dispatched_at IS NULL)
+CREATE UNIQUE INDEX outbox_pkey ON ratchet.outbox (tenant_id, id)
+CREATE INDEX outbox_task ON ratchet.outbox (task_id, tenant_id)
+CREATE UNIQUE INDEX signals_idempotency_key_unique ON ratchet.signals (idempotency_key, task_id, tenant_id) WHERE (idempotency_key IS NOT NULL)
+CREATE UNIQUE INDEX signals_pkey ON ratchet.signals (tenant_id, id)
+CREATE INDEX signals_task_name ON ratchet.signals (task_id, name, tenant_id)
+CREATE INDEX tasks_due ON ratchet.tasks (due_at) WHERE (due_at IS NOT NULL)
+CREATE UNIQUE INDEX tasks_idempotency_key_unique ON ratchet.tasks (idempotency_key, workflow_name, tenant_id) WHERE (idempotency_key IS NOT NULL)
+CREATE INDEX tasks_parent ON ratchet.tasks (parent_id, tenant_id) WHERE (parent_id IS NOT NULL)
+CREATE UNIQUE INDEX tasks_pkey ON ratchet.tasks (tenant_id, id)
+
+-- triggers
+events TRIGGER events_append_only_rows BEFORE DELETE OR UPDATE ON ratchet.events FOR EACH ROW EXECUTE FUNCTION ratchet.events_append_only()
+events TRIGGER events_append_only_truncate BEFORE TRUNCATE ON ratchet.events FOR EACH STATEMENT EXECUTE FUNCTION ratchet.events_append_only()
+
+-- functions
+FUNCTION events_append_only() RETURNS trigger plpgsql VOLATILE
+FUNCTION now() RETURNS timestamp with time zone sql STABLE

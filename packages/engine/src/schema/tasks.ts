@@ -1,0 +1,87 @@
+/**
+ * `ratchet.tasks`: one workflow run.
+ *
+ * Run states (the CHECK `tasks_state_is_known`):
+ *
+ *   pending ──claim──▶ running ──▶ completed | failed | cancelled
+ *      ▲                │  ▲
+ *      │      sleep/wait│  │claim (wake_at / timeout reached, or signal)
+ *      │                ▼  │
+ *      │          sleeping | waiting
+ *      └── resolve ── parked ◀── (unknown at-most-once effect, nondeterminism, poison pill)
+ *
+ * `due_at` is the one column the claim path ranges over: when a pending run becomes available,
+ * when a sleeper wakes, when a wait times out, when a running run's lease expires. It is NULL
+ * for runs nothing will claim (final, parked, waiting without a timeout).
+ *
+ * `state_version` changes only with the run's state, each time with its event (seq = the new
+ * version). Cancel and signal requests against a running run set `cancel_requested_at` /
+ * bump `signal_seq` instead, which the lease owner observes at its next checkpoint.
+ */
+import { sql } from 'drizzle-orm';
+import { boolean, check, foreignKey, index, integer, jsonb, primaryKey, text, uniqueIndex, uuid } from 'drizzle-orm/pg-core';
+import { createdAt, id, oneOf, ratchetSchema, tenantId, traceColumns, ts } from './common.js';
+
+export const TASK_STATES = ['pending', 'running', 'sleeping', 'waiting', 'completed', 'failed', 'cancelled', 'parked'] as const;
+export type TaskState = (typeof TASK_STATES)[number];
+export const FINAL_TASK_STATES = ['completed', 'failed', 'cancelled'] as const;
+
+export const tasks = ratchetSchema.table(
+  'tasks',
+  {
+    tenantId: tenantId(),
+    id: id(),
+    workflowName: text('workflow_name').notNull(),
+    workflowVersion: text('workflow_version').notNull(),
+    state: text('state').$type<TaskState>().notNull(),
+    stateVersion: integer('state_version').notNull().default(1),
+    /** When the claim path next considers this run (see the file comment). */
+    dueAt: ts('due_at'),
+    /** Target of the sleep (or wait timeout) the run is suspended on. */
+    wakeAt: ts('wake_at'),
+    /** Absolute deadline of the whole run (workflow `timeout`). */
+    deadlineAt: ts('deadline_at'),
+    leaseOwner: text('lease_owner'),
+    leaseExpiresAt: ts('lease_expires_at'),
+    /** Claims since the run last made progress; past a limit the run is parked (poison pill). */
+    claimCount: integer('claim_count').notNull().default(0),
+    cancelRequestedAt: ts('cancel_requested_at'),
+    /** Bumped by every signal sent to the run; a move to `waiting` is conditional on it. */
+    signalSeq: integer('signal_seq').notNull().default(0),
+    /** Set by a caller awaiting `run.result()`: only then does completion send a NOTIFY. */
+    resultAwaited: boolean('result_awaited').notNull().default(false),
+    idempotencyKey: text('idempotency_key'),
+    concurrencyKey: text('concurrency_key'),
+    priority: integer('priority').notNull().default(0),
+    input: jsonb('input'),
+    inputHash: text('input_hash').notNull(),
+    output: jsonb('output'),
+    error: jsonb('error'),
+    parentId: uuid('parent_id'),
+    ...traceColumns(),
+    createdAt: createdAt(),
+    updatedAt: ts('updated_at').notNull().defaultNow(),
+    completedAt: ts('completed_at'),
+  },
+  (t) => [
+    primaryKey({ name: 'tasks_pkey', columns: [t.tenantId, t.id] }),
+    foreignKey({
+      name: 'tasks_parent_same_tenant',
+      columns: [t.tenantId, t.parentId],
+      foreignColumns: [t.tenantId, t.id],
+    }).onDelete('cascade'),
+    check('tasks_state_is_known', oneOf(t.state, TASK_STATES)),
+    check('tasks_running_has_lease', sql`${t.state} <> 'running' or (${t.leaseOwner} is not null and ${t.leaseExpiresAt} is not null)`),
+    check('tasks_settled_is_not_due', sql`${t.state} not in ('completed', 'failed', 'cancelled', 'parked') or ${t.dueAt} is null`),
+    check('tasks_state_version_positive', sql`${t.stateVersion} > 0`),
+    // Key column first, never tenant_id alone in front: a leading tenant_id index is picked by
+    // generic plans for (tenant_id, id) lookups and filters the whole tenant (DESIGN §7).
+    uniqueIndex('tasks_idempotency_key_unique')
+      .on(t.idempotencyKey, t.workflowName, t.tenantId)
+      .where(sql`${t.idempotencyKey} is not null`),
+    index('tasks_due').on(t.dueAt).where(sql`${t.dueAt} is not null`),
+    index('tasks_parent').on(t.parentId, t.tenantId).where(sql`${t.parentId} is not null`),
+  ],
+);
+
+export type TaskRow = typeof tasks.$inferSelect;

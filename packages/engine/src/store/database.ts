@@ -1,0 +1,58 @@
+/**
+ * Resolving `createEngine({ database })` into a node-postgres pool.
+ *
+ * `database` is a Postgres URL, a `pg.Pool` (the caller keeps ownership: the engine never ends
+ * it), or `embedded({ dataDir })`, which is also the default: a real PostgreSQL from npm, shared
+ * by every process that points at the same data dir.
+ */
+import pg from 'pg';
+import { ValidationError } from '@ratchet/sdk';
+import { embedded, isEmbeddedDatabase, startEmbedded, type EmbeddedDatabase, type EmbeddedServer } from '../embedded/embedded.js';
+
+export type DatabaseOption = string | pg.Pool | EmbeddedDatabase;
+
+export interface Database {
+  readonly pool: pg.Pool;
+  /** The embedded server, when the engine runs on one. */
+  readonly embedded?: EmbeddedServer;
+  /** Ends what the engine opened (its pool, a server it started); leaves a caller's pool alone. */
+  close(): Promise<void>;
+}
+
+/** Pool size. Default 10: a worker needs one connection per run in flight plus its claim loop. */
+export const DEFAULT_POOL_SIZE = 10;
+
+export async function openDatabase(option: DatabaseOption | undefined, poolSize = DEFAULT_POOL_SIZE): Promise<Database> {
+  if (option instanceof pg.Pool) {
+    return { pool: option, close: async () => {} };
+  }
+  if (typeof option === 'string') {
+    if (!/^postgres(ql)?:\/\//.test(option)) {
+      throw new ValidationError('database must be a postgres:// URL, a pg.Pool or embedded()', { path: ['database'] });
+    }
+    const pool = newPool(option, poolSize);
+    return { pool, close: () => pool.end() };
+  }
+  const descriptor = option ?? embedded();
+  if (!isEmbeddedDatabase(descriptor)) {
+    throw new ValidationError('database must be a postgres:// URL, a pg.Pool or embedded()', { path: ['database'] });
+  }
+  const server = await startEmbedded(descriptor.options);
+  const pool = newPool(server.url, poolSize);
+  return {
+    pool,
+    embedded: server,
+    close: async () => {
+      await pool.end();
+      await server.release();
+    },
+  };
+}
+
+function newPool(connectionString: string, max: number): pg.Pool {
+  const pool = new pg.Pool({ connectionString, max, application_name: 'ratchet' });
+  // An idle client that loses its server (restart, pg_terminate_backend) emits 'error' on the
+  // pool; unhandled, that would crash the process. The next checkout simply reconnects.
+  pool.on('error', () => {});
+  return pool;
+}

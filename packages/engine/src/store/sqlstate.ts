@@ -1,0 +1,24 @@
+/** SQLSTATE codes the engine branches on, by name. */
+export const UNIQUE_VIOLATION = '23505';
+export const FOREIGN_KEY_VIOLATION = '23503';
+export const CHECK_VIOLATION = '23514';
+export const NOT_NULL_VIOLATION = '23502';
+export const SERIALIZATION_FAILURE = '40001';
+export const DEADLOCK_DETECTED = '40P01';
+export const DUPLICATE_DATABASE = '42P04';
+export const UNDEFINED_TABLE = '42P01';
+export const INSUFFICIENT_PRIVILEGE = '42501';
+export const QUERY_CANCELED = '57014';
+export const ADMIN_SHUTDOWN = '57P01';
+export const CANNOT_CONNECT_NOW = '57P03';
+/** Raised by the `events` append-only trigger (migration 0001). */
+export const EVENTS_APPEND_ONLY = 'RT001';
+
+/** The SQLSTATE of a node-pg error, or undefined. */
+export function sqlState(error: unknown): string | undefined {
+  if (typeof error === 'object' && error !== null && 'code' in error) {
+    const code = (error as { code: unknown }).code;
+    if (typeof code === 'string' && code.length === 5) return code;
+  }
+  return undefined;
+}

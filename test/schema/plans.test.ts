@@ -1,0 +1,125 @@
+/**
+ * Plans of the lookups every run makes, on EMPTY tables with GENERIC plans — the conditions under
+ * which DESIGN §7 measured Postgres picking an index led by tenant_id alone for a (tenant_id, id)
+ * lookup and then filtering every row of the tenant. A plan that scans a table, or uses an index
+ * whose condition pins nothing but the tenant, fails here.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type pg from 'pg';
+import { freshDatabase, type TestDatabase } from '../helpers/database.js';
+
+let db: TestDatabase;
+let client: pg.PoolClient;
+beforeAll(async () => {
+  db = await freshDatabase();
+  client = await db.pool.connect();
+  await client.query(`SET plan_cache_mode = force_generic_plan`);
+  // On empty tables a sequential scan costs nothing, which would hide the question asked here:
+  // WHICH index the planner reaches for. Scans stay visible (and fail) if no index qualifies.
+  await client.query(`SET enable_seqscan = off`);
+});
+afterAll(async () => {
+  client?.release();
+  await db?.drop();
+});
+
+interface PlanNode {
+  'Node Type': string;
+  'Relation Name'?: string;
+  'Index Name'?: string;
+  'Index Cond'?: string;
+  Filter?: string;
+  Plans?: PlanNode[];
+}
+
+function nodes(plan: PlanNode): PlanNode[] {
+  return [plan, ...(plan.Plans ?? []).flatMap(nodes)];
+}
+
+let statementNo = 0;
+/** The generic plan of `sql` with parameters of `types`, as a flat list of nodes. */
+async function genericPlan(sql: string, types: string[]): Promise<PlanNode[]> {
+  const name = `plan_${++statementNo}`;
+  await client.query(`PREPARE ${name}(${types.join(', ')}) AS ${sql}`);
+  const args = types.map((t) => (t === 'uuid' ? `'00000000-0000-0000-0000-000000000001'` : t === 'text[]' ? `'{}'` : t === 'integer' ? '1' : `'x'`));
+  const { rows } = await client.query(`EXPLAIN (FORMAT JSON) EXECUTE ${name}(${args.join(', ')})`);
+  await client.query(`DEALLOCATE ${name}`);
+  const plan = (rows[0]['QUERY PLAN'] as { Plan: PlanNode }[])[0]!.Plan;
+  return nodes(plan);
+}
+
+/** Asserts the plan reaches `table` through `index` with a condition on more than the tenant. */
+function expectIndexed(plan: PlanNode[], table: string, index: string, mustPin: string[]): void {
+  const scans = plan.filter((n) => n['Relation Name'] === table || n['Index Name'] === index);
+  expect(scans.map((n) => n['Node Type'])).not.toContain('Seq Scan');
+  const scan = scans.find((n) => n['Index Name'] === index);
+  expect(scan, `expected ${index} in ${JSON.stringify(plan.map((n) => [n['Node Type'], n['Index Name']]))}`).toBeDefined();
+  const cond = scan!['Index Cond'] ?? '';
+  for (const column of mustPin) expect(cond).toContain(column);
+  const pinned = [...cond.matchAll(/\((\w+) (?:=|<=|>=|<|>)/g)].map((m) => m[1]);
+  expect(pinned.some((c) => c !== 'tenant_id'), `index condition pins only the tenant: ${cond}`).toBe(true);
+}
+
+describe('generic plans on empty tables', () => {
+  it('the foreign-key check into tasks uses the primary key on both columns', async () => {
+    // The statement Postgres's RI trigger runs for every child insert.
+    const plan = await genericPlan(
+      `SELECT 1 FROM ONLY ratchet.tasks x WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND id OPERATOR(pg_catalog.=) $2 FOR KEY SHARE OF x`,
+      ['uuid', 'uuid'],
+    );
+    expectIndexed(plan, 'tasks', 'tasks_pkey', ['tenant_id', 'id']);
+  });
+
+  it('the lease fence locks the task through its primary key', async () => {
+    const plan = await genericPlan(
+      `SELECT 1 FROM ratchet.tasks WHERE tenant_id = $1 AND id = $2 AND lease_owner = $3 AND state_version = $4 FOR SHARE`,
+      ['uuid', 'uuid', 'text', 'integer'],
+    );
+    expectIndexed(plan, 'tasks', 'tasks_pkey', ['tenant_id', 'id']);
+  });
+
+  it('loading a run’s operations ranges over its task, not its tenant', async () => {
+    const plan = await genericPlan(
+      `SELECT * FROM ratchet.operations WHERE tenant_id = $1 AND task_id = $2 ORDER BY seq`,
+      ['uuid', 'uuid'],
+    );
+    expectIndexed(plan, 'operations', 'operations_step_key_unique', ['task_id']);
+  });
+
+  it.each([
+    ['operations', 'operations_step_key_unique'],
+    ['events', 'events_pkey'],
+    ['outbox', 'outbox_task'],
+    ['contracts', 'contracts_task'],
+    ['signals', 'signals_task_name'],
+    ['tasks', 'tasks_parent'],
+  ])('deleting a run cascades into %s through %s', async (table, index) => {
+    const column = table === 'tasks' ? 'parent_id' : 'task_id';
+    const plan = await genericPlan(
+      `DELETE FROM ONLY ratchet.${table} WHERE tenant_id OPERATOR(pg_catalog.=) $1 AND ${column} OPERATOR(pg_catalog.=) $2`,
+      ['uuid', 'uuid'],
+    );
+    expectIndexed(plan, table, index, [column]);
+  });
+
+  it('an idempotent start finds the run by its key', async () => {
+    const plan = await genericPlan(
+      `SELECT id FROM ratchet.tasks WHERE tenant_id = $1 AND workflow_name = $2 AND idempotency_key = $3`,
+      ['uuid', 'text', 'text'],
+    );
+    expectIndexed(plan, 'tasks', 'tasks_idempotency_key_unique', ['idempotency_key']);
+  });
+
+  it('the claim ranges over due_at', async () => {
+    const plan = await genericPlan(
+      `WITH c AS MATERIALIZED (
+         SELECT tenant_id, id FROM ratchet.tasks
+          WHERE due_at <= ratchet.now()
+            AND (workflow_name, workflow_version) IN (SELECT * FROM unnest($1::text[], $2::text[]))
+          ORDER BY due_at LIMIT 10 FOR UPDATE SKIP LOCKED)
+       SELECT * FROM c`,
+      ['text[]', 'text[]'],
+    );
+    expectIndexed(plan, 'tasks', 'tasks_due', ['due_at']);
+  });
+});
