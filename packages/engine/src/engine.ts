@@ -6,19 +6,60 @@
  * import { createEngine, embedded } from '@ratchet/engine';
  * const engine = await createEngine({ database: embedded({ dataDir: '.ratchet/postgres' }), workflows: [greet] });
  * await engine.migrate();
- * const { runId, state, output } = await engine.run(greet, { name: 'Ada' });
+ * const { runId, state, output } = await engine.run(greet, { name: 'Ada' });   // inline, durable
+ * const worker = engine.worker({ concurrency: 8 });
+ * await worker.start();
+ * const run = await engine.client.start(greet, { name: 'Grace' });
+ * console.log(await run.result());
+ * await worker.stop();
  * await engine.close();
  * ```
  */
 import type pg from 'pg';
+import { parseDuration, ValidationError, type Duration, type SerializedError, type Workflow, type WorkflowOutput, type WorkflowRawInput } from '@ratchet/sdk';
 import { openDatabase, type Database, type DatabaseOption } from './store/database.js';
 import { checkSchema, migrateSchema, type MigrationStatus } from './store/migrate.js';
+import { createLeasedTask, getTask } from './store/tasks.js';
+import type { TaskState } from './schema/index.js';
+import { Client, existingRun, newTaskFor, type StartOptions } from './client/client.js';
+import { newOwnerId, Registry, type EngineCore } from './core.js';
+import { Execution } from './runtime/execution.js';
+import { LeaseKeeper } from './worker/lease.js';
+import { Listener } from './worker/listener.js';
+import { Worker, type WorkerOptions } from './worker/worker.js';
+import type { FaultHooks } from './faults.js';
+import type { Instrumentation } from './instrumentation.js';
 
 export interface EngineOptions {
   /** A Postgres URL, a `pg.Pool` (left open on close), or `embedded({ dataDir })`. Default: `embedded()`. */
   database?: DatabaseOption;
-  /** Connections in the engine's pool (ignored for a caller's pool). Default 10. */
+  /** The workflows this process can execute (workers claim only these name/version pairs). */
+  workflows?: readonly Workflow<any, any, any>[];
+  /** Connections in the engine's pool (ignored for a caller's pool). Default 10; give workers concurrency + 3. */
   poolSize?: number;
+  /** Lease length of runs this process executes. Default 30 s; renewed every third of it. */
+  leaseMs?: number;
+  /** Default timeout of one effect attempt. Default 5 min. */
+  effectTimeout?: Duration;
+  /** After an in-flight effect's deadline, the wait before it may be attempted again. Default 5 s. */
+  effectMargin?: Duration;
+  /** Claims without progress before a run is parked as a poison pill. Default 10. */
+  maxClaims?: number;
+  /** Recorded on events, for audits of which policy moved a run. */
+  policyVersion?: string;
+  /** Spans around segments and steps (see @ratchet/otel). */
+  instrumentation?: Instrumentation;
+  /** Called with errors the engine survives (a dropped connection, a failed renewal). Default: ignored. */
+  onError?: (error: unknown) => void;
+  /** Named fault-injection points, for tests (see `faults.ts`). */
+  faults?: FaultHooks;
+}
+
+export interface RunResult<O = unknown> {
+  runId: string;
+  state: TaskState;
+  output?: O;
+  error?: SerializedError;
 }
 
 export interface Engine {
@@ -26,19 +67,95 @@ export interface Engine {
   migrate(): Promise<number>;
   /** Verifies the database has every migration this code needs (what a worker does at start). */
   checkSchema(): Promise<MigrationStatus>;
+  /**
+   * The direct path: inserts the run already leased to this process and executes it inline
+   * until it completes or suspends. A run that already holds the idempotency key is returned,
+   * not executed. If this process dies, the lease expires and any worker resumes the run.
+   */
+  run<W extends Workflow<any, any, any>>(wf: W, input: WorkflowRawInput<W>, options?: Pick<StartOptions, 'tenantId' | 'idempotencyKey' | 'runId'>): Promise<RunResult<WorkflowOutput<W>>>;
+  readonly client: Client;
+  /** A worker for the engine's workflows; `start()` it. */
+  worker(options?: WorkerOptions): Worker;
   /** The pool the engine uses (for the application's own queries in the same database). */
   readonly pool: pg.Pool;
-  /** Ends the engine's connections and stops an embedded server this process started. */
+  /** Stops the engine's workers, ends its connections, and stops an embedded server this process started. */
   close(): Promise<void>;
 }
 
 export async function createEngine(options: EngineOptions = {}): Promise<Engine> {
+  const registry = new Registry(options.workflows ?? []);
+  const leaseMs = options.leaseMs ?? 30_000;
+  if (!Number.isInteger(leaseMs) || leaseMs < 100) throw new ValidationError('must be an integer of at least 100 ms', { path: ['leaseMs'] });
+  const maxClaims = options.maxClaims ?? 10;
+  if (!Number.isInteger(maxClaims) || maxClaims < 1) throw new ValidationError('must be a positive integer', { path: ['maxClaims'] });
+  const runtime = {
+    effectTimeoutMs: parseDuration(options.effectTimeout ?? '5m', 'effectTimeout'),
+    effectMarginMs: parseDuration(options.effectMargin ?? '5s', 'effectMargin'),
+    inMemoryWaitMs: 1_000,
+    policyVersion: options.policyVersion ?? null,
+  };
   const database: Database = await openDatabase(options.database, options.poolSize);
-  let closed: Promise<void> | undefined;
-  return {
+  const onError = options.onError ?? (() => {});
+  const core: EngineCore = {
     pool: database.pool,
-    migrate: () => migrateSchema(database.pool),
-    checkSchema: () => checkSchema(database.pool),
-    close: () => (closed ??= database.close()),
+    registry,
+    runtime,
+    leaseMs,
+    maxClaims,
+    listener: new Listener(database.pool, onError),
+    faults: options.faults,
+    instrumentation: options.instrumentation,
+    onError,
+  };
+  const owner = newOwnerId('engine');
+  const leases = new LeaseKeeper(core.pool, owner, leaseMs, onError);
+  const client = new Client(core, owner);
+  const workers = new Set<Worker>();
+  let closed: Promise<void> | undefined;
+
+  return {
+    pool: core.pool,
+    client,
+    migrate: () => migrateSchema(core.pool),
+    checkSchema: () => checkSchema(core.pool),
+    worker(workerOptions) {
+      const worker = new Worker(core, workerOptions);
+      workers.add(worker);
+      return worker;
+    },
+    async run(wf, input, runOptions = {}) {
+      const task = newTaskFor(wf, input, runOptions, owner);
+      registry.add(wf);
+      const row = await createLeasedTask(core.pool, task, owner, leaseMs);
+      if (!row) {
+        const existing = await existingRun(core, task);
+        return resultOf(existing.id, existing.state, existing.output, existing.error);
+      }
+      const execution = new Execution(
+        { pool: core.pool, workflow: wf, task: row, owner, dbNow: row.createdAt, leases, options: runtime, faults: core.faults, instrumentation: core.instrumentation, onError },
+        [],
+      );
+      const outcome = await execution.execute();
+      if (outcome.state === 'lost') {
+        const now = await getTask(core.pool, task.tenantId, task.id);
+        return resultOf(task.id, now?.state ?? 'running', now?.output, now?.error ?? null);
+      }
+      return resultOf(task.id, outcome.state, 'output' in outcome ? outcome.output : undefined, 'error' in outcome ? outcome.error : null);
+    },
+    close: () =>
+      (closed ??= (async () => {
+        await Promise.all([...workers].map((w) => w.stop()));
+        await core.listener.close();
+        await database.close();
+      })()),
+  };
+}
+
+function resultOf<O>(runId: string, state: TaskState, output: unknown, error: SerializedError | null): RunResult<O> {
+  return {
+    runId,
+    state,
+    ...(state === 'completed' ? { output: output as O } : {}),
+    ...(error ? { error } : {}),
   };
 }

@@ -3,16 +3,34 @@
  *
  * @example
  * ```ts
+ * import { z } from 'zod';
+ * import { workflow } from '@ratchet/sdk';
  * import { createEngine } from '@ratchet/engine';
- * const engine = await createEngine();          // embedded PostgreSQL under .ratchet/postgres
+ *
+ * const greet = workflow({ name: 'greet', version: '1', input: z.object({ name: z.string() }) }, async (ctx, { name }) => {
+ *   const text = await ctx.step('compose', () => `Hello, ${name}!`);
+ *   await ctx.sleep('pause', '2s');
+ *   return text;
+ * });
+ * const engine = await createEngine({ workflows: [greet] });   // embedded PostgreSQL under .ratchet/postgres
  * await engine.migrate();
+ * console.log(await engine.run(greet, { name: 'Ada' }));       // { runId, state: 'sleeping' } — a worker finishes it
  * await engine.close();
  * ```
  */
 export { createEngine } from './engine.js';
-export type { Engine, EngineOptions } from './engine.js';
+export type { Engine, EngineOptions, RunResult } from './engine.js';
+export { Client } from './client/client.js';
+export type { RunHandle, RunInfo, StartOptions } from './client/client.js';
+export { Worker } from './worker/worker.js';
+export type { WorkerOptions, WorkerStats } from './worker/worker.js';
 export { embedded, startEmbedded, stopEmbedded } from './embedded/embedded.js';
 export type { EmbeddedDatabase, EmbeddedOptions, EmbeddedServer } from './embedded/embedded.js';
 export type { DatabaseOption } from './store/database.js';
 export type { MigrationStatus } from './store/migrate.js';
+export type { Instrumentation, SegmentInfo, StepInfo } from './instrumentation.js';
+export { FAULT_POINTS } from './faults.js';
+export type { FaultContext, FaultHooks, FaultPoint } from './faults.js';
 export { DEFAULT_TENANT_ID } from './ids.js';
+export { TASK_STATES, OPERATION_STATES, OPERATION_KINDS, EVENT_TYPES, CONTRACT_STATUSES } from './schema/index.js';
+export type { TaskState, OperationState, OperationKind, EventType, ContractStatus } from './schema/index.js';

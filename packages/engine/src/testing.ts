@@ -20,3 +20,6 @@ export async function shiftClock(pool: pg.Pool, by: Duration): Promise<void> {
 export async function resetClock(pool: pg.Pool): Promise<void> {
   await pool.query(`UPDATE ratchet.clock SET shift = interval '0'`);
 }
+
+export { faultsFromEnv, FAULT_POINTS } from './faults.js';
+export type { FaultHooks, FaultPoint, FaultContext } from './faults.js';

@@ -1,0 +1,258 @@
+/**
+ * The client: start runs, read them, await their results, settle parked steps.
+ *
+ * @example
+ * ```ts
+ * const run = await engine.client.start(triage, { ticket: 'Printer on fire', userId: 7 }, { idempotencyKey: 'ticket-7' });
+ * const output = await run.result({ timeout: '5m' });
+ * ```
+ */
+import {
+  IdempotencyConflictError,
+  NotFoundError,
+  RatchetError,
+  TimeoutError,
+  ValidationError,
+  deserializeError,
+  hashCanonical,
+  parseDuration,
+  parseWorkflowInput,
+  isWorkflow,
+  type Duration,
+  type SerializedError,
+  type Workflow,
+  type WorkflowOutput,
+  type WorkflowRawInput,
+} from '@ratchet/sdk';
+import { activeTraceIds } from '../instrumentation.js';
+import { TASK_STATES, type TaskState } from '../schema/index.js';
+import { isUuid, uuidv7 } from '../ids.js';
+import { idempotencyKeyOf, tenantOf, type EngineCore } from '../core.js';
+import type { TaskRecord } from '../store/rows.js';
+import { awaitTask, createTask, DONE_CHANNEL, getTask, getTaskByKey, listTasks, type NewTask } from '../store/tasks.js';
+import { resolveOperation } from '../store/resolve.js';
+import { recordedValue } from '../runtime/json.js';
+
+export interface StartOptions {
+  /** The run's tenant (a UUID). Default: the default tenant. */
+  tenantId?: string;
+  /** Starting again with the same key returns the same run; with other input, IdempotencyConflictError. */
+  idempotencyKey?: string;
+  /** The run's id (a UUID). Default: a new UUIDv7. */
+  runId?: string;
+  /** Runs sharing a concurrency key are recorded with it (scheduling by key lands with the coordination issue). */
+  concurrencyKey?: string;
+  /** Recorded with the run. Default 0. */
+  priority?: number;
+}
+
+/** What `client.get` and `client.list` return about a run. */
+export interface RunInfo {
+  runId: string;
+  tenantId: string;
+  workflow: string;
+  version: string;
+  state: TaskState;
+  output?: unknown;
+  error?: SerializedError;
+  idempotencyKey: string | null;
+  parentId: string | null;
+  /** Sleep target or wait timeout while suspended. */
+  wakeAt: Date | null;
+  /** Claims since the run last made progress. */
+  claimCount: number;
+  createdAt: Date;
+  updatedAt: Date;
+  completedAt: Date | null;
+}
+
+export interface RunHandle<O = unknown> {
+  readonly runId: string;
+  readonly tenantId: string;
+  /** Resolves to the output once the run completes; rejects with its error if it fails or is cancelled. */
+  result(options?: { timeout?: Duration }): Promise<O>;
+  status(): Promise<RunInfo>;
+}
+
+const FINAL: ReadonlySet<TaskState> = new Set(['completed', 'failed', 'cancelled']);
+/** The safety net under NOTIFY while awaiting a result. */
+const RESULT_POLL_MS = 1_000;
+
+/** Validated start arguments → the row to insert. Shared with the direct path (engine.run). */
+export function newTaskFor(wf: Workflow, input: unknown, options: StartOptions, actorId: string): NewTask {
+  if (!isWorkflow(wf)) throw new ValidationError('must be a workflow made by workflow()', { path: ['workflow'] });
+  if (typeof options !== 'object' || options === null) throw new ValidationError('options must be an object', { path: ['options'] });
+  const tenantId = tenantOf(options.tenantId);
+  const idempotencyKey = idempotencyKeyOf(options.idempotencyKey);
+  if (options.runId !== undefined && !isUuid(options.runId)) throw new ValidationError('must be a UUID', { path: ['runId'] });
+  if (options.priority !== undefined && !Number.isInteger(options.priority)) throw new ValidationError('must be an integer', { path: ['priority'] });
+  const concurrencyKey = idempotencyKeyOf(options.concurrencyKey, 'concurrencyKey');
+  parseWorkflowInput(wf, input); // ValidationError naming the path; nothing written
+  const stored = recordedValue(input, 'input');
+  const { hash } = hashCanonical(stored ?? null, 'input');
+  const ids = activeTraceIds();
+  return {
+    tenantId,
+    id: options.runId?.toLowerCase() ?? uuidv7(),
+    workflowName: wf.name,
+    workflowVersion: wf.version,
+    idempotencyKey,
+    concurrencyKey,
+    priority: options.priority ?? 0,
+    input: stored,
+    inputHash: hash,
+    parentId: null,
+    timeoutMs: wf.timeout ?? null,
+    traceId: ids.traceId,
+    spanId: ids.spanId,
+    actorId,
+    eventPayload: { inputHash: hash, inputBytes: Buffer.byteLength(JSON.stringify(stored ?? null)), ...(idempotencyKey ? { keyed: true } : {}) },
+  };
+}
+
+/** The run already holding `task`'s idempotency key, checked against its input. */
+export async function existingRun(core: EngineCore, task: NewTask): Promise<TaskRecord> {
+  const existing = await getTaskByKey(core.pool, task.tenantId, task.workflowName, task.idempotencyKey!);
+  if (!existing) throw new RatchetError('the idempotency key was taken and released concurrently; try again', { code: 'IDEMPOTENCY_RACE' });
+  if (existing.inputHash !== task.inputHash) {
+    throw new IdempotencyConflictError(
+      `idempotency key "${task.idempotencyKey}" already started run ${existing.id} of ${task.workflowName} with a different input`,
+      { key: task.idempotencyKey!, runId: existing.id },
+    );
+  }
+  return existing;
+}
+
+export function runInfo(task: TaskRecord): RunInfo {
+  return {
+    runId: task.id,
+    tenantId: task.tenantId,
+    workflow: task.workflowName,
+    version: task.workflowVersion,
+    state: task.state,
+    ...(task.state === 'completed' ? { output: task.output } : {}),
+    ...(task.error ? { error: task.error } : {}),
+    idempotencyKey: task.idempotencyKey,
+    parentId: task.parentId,
+    wakeAt: task.wakeAt,
+    claimCount: task.claimCount,
+    createdAt: task.createdAt,
+    updatedAt: task.updatedAt,
+    completedAt: task.completedAt,
+  };
+}
+
+export class Client {
+  readonly #core: EngineCore;
+  readonly #actorId: string;
+
+  constructor(core: EngineCore, actorId: string) {
+    this.#core = core;
+    this.#actorId = actorId;
+  }
+
+  /** Validates the input, inserts the run with its `started` event and wakes workers — one statement. */
+  async start<W extends Workflow<any, any, any>>(wf: W, input: WorkflowRawInput<W>, options: StartOptions = {}): Promise<RunHandle<WorkflowOutput<W>>> {
+    const task = newTaskFor(wf, input, options, this.#actorId);
+    const row = await createTask(this.#core.pool, task);
+    const runId = row ? row.id : (await existingRun(this.#core, task)).id;
+    return this.handle<WorkflowOutput<W>>(runId, task.tenantId);
+  }
+
+  /** A handle on an existing run. */
+  handle<O = unknown>(runId: string, tenantId?: string): RunHandle<O> {
+    const tenant = tenantOf(tenantId);
+    return {
+      runId,
+      tenantId: tenant,
+      result: (options) => this.#result<O>(runId, tenant, options?.timeout),
+      status: () => this.get(runId, { tenantId: tenant }),
+    };
+  }
+
+  /** The run, or NotFoundError (also for a run of another tenant). */
+  async get(runId: string, options: { tenantId?: string } = {}): Promise<RunInfo> {
+    const tenantId = tenantOf(options.tenantId);
+    if (!isUuid(runId)) throw new ValidationError('must be a UUID', { path: ['runId'] });
+    const task = await getTask(this.#core.pool, tenantId, runId.toLowerCase());
+    if (!task) throw new NotFoundError(`no run ${runId}`, { resource: 'run', id: runId });
+    return runInfo(task);
+  }
+
+  /** Runs of a tenant, newest first. Default limit 100 (at most 1000). */
+  async list(options: { tenantId?: string; state?: TaskState; workflow?: string; limit?: number } = {}): Promise<RunInfo[]> {
+    const tenantId = tenantOf(options.tenantId);
+    if (options.state !== undefined && !(TASK_STATES as readonly string[]).includes(options.state)) {
+      throw new ValidationError(`must be one of ${TASK_STATES.join(', ')}`, { path: ['state'] });
+    }
+    const limit = options.limit ?? 100;
+    if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new ValidationError('must be an integer from 1 to 1000', { path: ['limit'] });
+    const rows = await listTasks(this.#core.pool, { tenantId, state: options.state, workflow: options.workflow, limit });
+    return rows.map(runInfo);
+  }
+
+  /**
+   * An operator settles a parked run's step — an at-most-once effect whose outcome was lost —
+   * with the outcome they established; the run becomes pending and resumes with it.
+   */
+  async resolve(runId: string, stepKey: string, outcome: { result: unknown } | { error: unknown }, options: { tenantId?: string } = {}): Promise<void> {
+    const tenantId = tenantOf(options.tenantId);
+    if (!isUuid(runId)) throw new ValidationError('must be a UUID', { path: ['runId'] });
+    if (typeof stepKey !== 'string' || !/#\d+$/.test(stepKey)) throw new ValidationError('must be a step key such as "charge#1"', { path: ['stepKey'] });
+    if (typeof outcome !== 'object' || outcome === null || ('result' in outcome) === ('error' in outcome)) {
+      throw new ValidationError('must be { result } or { error }', { path: ['outcome'] });
+    }
+    const settled =
+      'result' in outcome
+        ? { state: 'succeeded' as const, result: recordedValue(outcome.result, 'result'), error: null }
+        : { state: 'failed' as const, result: undefined, error: errorOf(outcome.error) };
+    const moved = await resolveOperation(this.#core.pool, { tenantId, taskId: runId.toLowerCase(), stepKey, ...settled, actorId: this.#actorId });
+    if (!moved) {
+      throw new RatchetError(`run ${runId} is not parked on step ${stepKey} (or does not exist)`, { code: 'NOT_PARKED', runId, step: stepKey });
+    }
+  }
+
+  async #result<O>(runId: string, tenantId: string, timeout: Duration | undefined): Promise<O> {
+    const timeoutMs = timeout === undefined ? undefined : parseDuration(timeout, 'timeout');
+    let wake: (() => void) | undefined;
+    // Register before checking: a completion between the check and the wait still notifies us.
+    const unsubscribe = await this.#core.listener.subscribe(DONE_CHANNEL, (payload) => {
+      if (payload === undefined || payload === runId) wake?.();
+    });
+    const deadline = timeoutMs === undefined ? Infinity : Date.now() + timeoutMs;
+    try {
+      let task = await awaitTask(this.#core.pool, tenantId, runId);
+      for (;;) {
+        if (!task) throw new NotFoundError(`no run ${runId}`, { resource: 'run', id: runId });
+        if (FINAL.has(task.state)) return settledResult<O>(task);
+        const left = deadline - Date.now();
+        if (left <= 0) throw new TimeoutError(`run ${runId} did not finish within ${timeoutMs} ms (it is ${task.state})`, { runId, timeoutMs: timeoutMs! });
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, Math.min(left, RESULT_POLL_MS));
+          wake = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
+        wake = undefined;
+        task = await getTask(this.#core.pool, tenantId, runId);
+      }
+    } finally {
+      unsubscribe();
+    }
+  }
+}
+
+function settledResult<O>(task: TaskRecord): O {
+  if (task.state === 'completed') return task.output as O;
+  throw deserializeError(task.error ?? { name: 'RatchetError', code: task.state.toUpperCase(), message: `the run ${task.state}` });
+}
+
+function errorOf(error: unknown): SerializedError {
+  if (typeof error === 'string') return { name: 'Error', message: error };
+  if (error instanceof Error) return { name: error.name, message: error.message };
+  if (typeof error === 'object' && error !== null && typeof (error as { message?: unknown }).message === 'string') {
+    return { name: String((error as { name?: unknown }).name ?? 'Error'), message: (error as { message: string }).message };
+  }
+  throw new ValidationError('must be an Error, a message string, or { name?, message }', { path: ['outcome', 'error'] });
+}

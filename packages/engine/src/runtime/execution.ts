@@ -1,0 +1,582 @@
+/**
+ * One execution segment of a run: from claim (or direct start) until the run settles or suspends.
+ *
+ * The workflow function is called from the top. Each `ctx.*` call gets its step key (`name#n`,
+ * the n-th call of that name in the run); a recorded key returns its record without running
+ * anything, a fresh one runs and is checkpointed in one fenced statement (store/operations.ts).
+ *
+ * Segment states:
+ *
+ *   running ──fn returns──▶ completed (output validated)        ──┐
+ *      │    ──fn throws───▶ failed | cancelled                    │ one fenced statement:
+ *      │    ──only durable waits in flight──▶ sleeping (wake_at)  ├─ task row + its event
+ *      │    ──nondeterminism / unknown at-most-once──▶ parked   ──┘
+ *      └────── lease lost (renewal or fence failed) ──▶ lost: stop writing, settle nothing
+ *
+ * Suspending does not throw through user code: the calls still waiting simply never resolve in
+ * this process, and the function's pending promise is dropped with the segment (no memory held).
+ * Once a segment settles, every further `ctx` call returns a promise that never resolves, so
+ * user code cannot act on a run it no longer owns.
+ */
+import type pg from 'pg';
+import {
+  CancelledError,
+  NonDeterminismError,
+  RatchetError,
+  ValidationError,
+  deserializeError,
+  isRatchetError,
+  parseDuration,
+  parseWorkflowInput,
+  parseWorkflowOutput,
+  resolveRetryPolicy,
+  seededRandom,
+  seededUuid,
+  serializeError,
+  type Duration,
+  type ResolvedRetryPolicy,
+  type SerializedError,
+  type Workflow,
+  type WorkflowContext,
+} from '@ratchet/sdk';
+import { uuidv7 } from '../ids.js';
+import { activeTraceIds, type Instrumentation, type StepInfo } from '../instrumentation.js';
+import { fault, type FaultHooks, type FaultPoint } from '../faults.js';
+import { fenceHolds, transitionTask, type Transition } from '../store/tasks.js';
+import { getOperation, writeOperation, type OperationWrite, type WrittenOperation } from '../store/operations.js';
+import type { Fence, OperationRecord, TaskRecord } from '../store/rows.js';
+import { sqlState } from '../store/sqlstate.js';
+import type { LeaseKeeper } from '../worker/lease.js';
+import type { OperationKind } from '../schema/index.js';
+import { runEffect, type EffectKind } from './effect.js';
+import { recordedValue } from './json.js';
+import { runStep } from './step.js';
+
+export interface RuntimeOptions {
+  /** Default timeout of one effect attempt. */
+  effectTimeoutMs: number;
+  /** After an in-flight effect's deadline, how long before another attempt may start. */
+  effectMarginMs: number;
+  /** Waits up to this long are timers in memory; longer ones suspend the run durably. */
+  inMemoryWaitMs: number;
+  /** Policy version recorded on events. */
+  policyVersion: string | null;
+}
+
+export type Outcome =
+  | { state: 'completed'; output: unknown }
+  | { state: 'failed'; error: SerializedError }
+  | { state: 'cancelled'; error: SerializedError }
+  | { state: 'parked'; error: SerializedError }
+  | { state: 'sleeping'; wakeAt: Date }
+  | { state: 'lost' };
+
+export interface ExecutionDeps {
+  pool: pg.Pool;
+  workflow: Workflow;
+  task: TaskRecord;
+  owner: string;
+  /** ratchet.now() when the run was claimed or inserted. */
+  dbNow: Date;
+  leases: LeaseKeeper;
+  options: RuntimeOptions;
+  faults?: FaultHooks | undefined;
+  instrumentation?: Instrumentation | undefined;
+  onError?: ((error: unknown) => void) | undefined;
+}
+
+const NEVER: Promise<never> = new Promise(() => {});
+
+/** Connection-level failures (no SQLSTATE) are retried this often before the segment gives up. */
+const WRITE_ATTEMPTS = 4;
+
+export class Execution {
+  readonly fence: Fence;
+  readonly runId: string;
+  readonly tenantId: string;
+  readonly #deps: ExecutionDeps;
+  readonly #recorded = new Map<string, OperationRecord>();
+  readonly #visited = new Set<string>();
+  readonly #occurrences = new Map<string, number>();
+  readonly #namesInFlight = new Map<string, OperationKind>();
+  readonly #durableWaits = new Map<string, Date>();
+  readonly #timers = new Set<NodeJS.Timeout>();
+  readonly #abort = new AbortController();
+  #active = 0;
+  #nextSeq: number;
+  #clockOffset: number;
+  #lastFact: Date;
+  #lastKey = '';
+  #random: () => number;
+  #settling = false;
+  #cancelRequested = false;
+  #cancelDelivered = false;
+  #resolveOutcome!: (outcome: Outcome) => void;
+  readonly #outcome = new Promise<Outcome>((resolve) => (this.#resolveOutcome = resolve));
+  #lease: { progressed: boolean } | undefined;
+
+  constructor(deps: ExecutionDeps, operations: OperationRecord[]) {
+    this.#deps = deps;
+    this.runId = deps.task.id;
+    this.tenantId = deps.task.tenantId;
+    this.fence = { tenantId: deps.task.tenantId, taskId: deps.task.id, owner: deps.owner, stateVersion: deps.task.stateVersion };
+    for (const op of operations) this.#recorded.set(op.stepKey, op);
+    this.#nextSeq = operations.reduce((max, op) => Math.max(max, op.seq), 0) + 1;
+    this.#clockOffset = deps.dbNow.getTime() - Date.now();
+    this.#lastFact = deps.task.createdAt;
+    this.#random = seededRandom(`${this.runId}:`);
+    this.#cancelRequested = deps.task.cancelRequestedAt !== null;
+  }
+
+  /** Runs the segment to its outcome, writing the run's new state (unless the lease was lost). */
+  async execute(): Promise<Outcome> {
+    const { workflow, task, leases } = this.#deps;
+    const lease = {
+      fence: this.fence,
+      progressed: false,
+      onLost: () => this.#lose(),
+      onCancelRequested: () => this.requestCancel(),
+      onRenewed: (now: Date) => (this.#clockOffset = now.getTime() - Date.now()),
+    };
+    this.#lease = lease;
+    leases.hold(lease);
+    try {
+      const segment = this.#deps.instrumentation?.segment;
+      const info = {
+        runId: this.runId,
+        tenantId: this.tenantId,
+        workflowName: task.workflowName,
+        workflowVersion: task.workflowVersion,
+        attempt: task.claimCount,
+        traceId: task.traceId,
+        spanId: task.spanId,
+      };
+      const body = async () => {
+        this.#start(workflow);
+        return this.#outcome;
+      };
+      return await (segment ? segment(info, body) : body());
+    } finally {
+      for (const timer of this.#timers) clearTimeout(timer);
+      this.#timers.clear();
+      leases.release(this.fence.taskId);
+    }
+  }
+
+  /** Cancellation was requested: the next `ctx` call throws CancelledError and in-flight work is aborted. */
+  requestCancel(): void {
+    if (this.#cancelRequested) return;
+    this.#cancelRequested = true;
+    this.#abort.abort(new CancelledError('the run was cancelled', { runId: this.runId }));
+  }
+
+  /** Stops the segment without writing (shutdown): the lease is left to expire or be released by the caller. */
+  abandon(): void {
+    this.#lose();
+  }
+
+  get settled(): boolean {
+    return this.#settling;
+  }
+
+  #start(workflow: Workflow): void {
+    let input: unknown;
+    try {
+      input = parseWorkflowInput(workflow, this.#deps.task.input);
+    } catch (error) {
+      void this.#settle({ state: 'failed', error: serializeError(error) });
+      return;
+    }
+    const ctx = this.#context();
+    Promise.resolve()
+      .then(() => workflow.fn(ctx, input))
+      .then(
+        (output) => this.#onReturn(output),
+        (error: unknown) => this.#onThrow(error),
+      );
+  }
+
+  // ---------------------------------------------------------------- the ctx object
+
+  #context(): WorkflowContext {
+    const notYet = (what: string) => () =>
+      Promise.reject(new RatchetError(`ctx.${what} is not available in this version of @ratchet/engine`, { code: 'NOT_IMPLEMENTED', runId: this.runId }));
+    const ctx: WorkflowContext = {
+      runId: this.runId,
+      tenantId: this.tenantId,
+      attempt: Math.max(1, this.#deps.task.claimCount),
+      step: (name, fn, opts) => this.call(name, 'step', (key, rec) => runStep(this, key, rec, fn, opts)),
+      effect: (name, opts) => this.call(name, 'effect', (key, rec) => runEffect(this, 'effect' as EffectKind, name, key, rec, opts)),
+      tool: (name, opts) => this.call(name, 'tool', (key, rec) => runEffect(this, 'tool' as EffectKind, name, key, rec, opts)),
+      sleep: (name, duration) => this.call(name, 'sleep', (key, rec) => this.#sleep(name, key, rec, () => this.dbNow() + parseMs(duration))),
+      sleepUntil: (name, at) =>
+        this.call(name, 'sleep', (key, rec) => {
+          if (!(at instanceof Date) || Number.isNaN(at.getTime())) {
+            return Promise.reject(new ValidationError('sleepUntil needs a valid Date', { path: ['at'] }));
+          }
+          return this.#sleep(name, key, rec, () => at.getTime());
+        }),
+      infer: notYet('infer'),
+      waitFor: notYet('waitFor'),
+      seal: notYet('seal'),
+      commit: notYet('commit'),
+      child: notYet('child'),
+      emit: notYet('emit'),
+      now: () => new Date(this.#lastFact.getTime()),
+      random: () => this.#random(),
+      uuid: () => seededUuid(this.#random),
+    };
+    return Object.freeze(ctx);
+  }
+
+  /**
+   * Every durable ctx call goes through here: step key, replay lookup, kind check, the
+   * same-name-in-flight rule, and the bookkeeping that decides when the run can suspend.
+   */
+  call<T>(name: string, kind: OperationKind, body: (key: string, recorded: OperationRecord | undefined) => Promise<T>): Promise<T> {
+    if (this.#settling) return NEVER;
+    if (typeof name !== 'string' || name.length === 0 || name.length > 200) {
+      return Promise.reject(new ValidationError('a step name must be a non-empty string of at most 200 characters', { path: ['name'] }));
+    }
+    if (this.#cancelRequested && !this.#cancelDelivered) {
+      // Delivered once: cleanup code in `finally` may still run steps (compensation).
+      this.#cancelDelivered = true;
+      return Promise.reject(new CancelledError('the run was cancelled', { runId: this.runId }));
+    }
+    if (this.#namesInFlight.has(name)) {
+      return Promise.reject(
+        new ValidationError(`two ctx calls named "${name}" are in flight at once; give parallel calls distinct names`, { path: ['name'], runId: this.runId }),
+      );
+    }
+    const n = (this.#occurrences.get(name) ?? 0) + 1;
+    this.#occurrences.set(name, n);
+    const key = `${name}#${n}`;
+    this.#visited.add(key);
+    const recorded = this.#recorded.get(key);
+    if (recorded && recorded.kind !== kind) {
+      this.park(
+        new NonDeterminismError(`replay reached ${kind} ${key}, but the run recorded ${recorded.kind} ${key} there; the code changed under a running version`, {
+          runId: this.runId,
+          step: key,
+          expected: `${recorded.kind} ${key}`,
+          actual: `${kind} ${key}`,
+        }),
+      );
+      return NEVER;
+    }
+    this.#namesInFlight.set(name, kind);
+    this.#active += 1;
+    const done = () => {
+      this.#namesInFlight.delete(name);
+      this.#active -= 1;
+      this.#scheduleCheck();
+    };
+    return body(key, recorded).then(
+      (value) => {
+        done();
+        return this.#settling ? NEVER : value;
+      },
+      (error: unknown) => {
+        done();
+        return this.#settling ? NEVER : Promise.reject(error);
+      },
+    );
+  }
+
+  // ---------------------------------------------------------------- services for step kinds
+
+  /** The database's time now, estimated from the offset seen at claim and at each lease renewal. */
+  dbNow(): number {
+    return Date.now() + this.#clockOffset;
+  }
+
+  /** A durable fact happened at `at` (a step recorded or replayed): ctx.now() and the seed move to it. */
+  fact(key: string, at: Date | null): void {
+    if (at && at.getTime() > this.#lastFact.getTime()) this.#lastFact = at;
+    if (key !== this.#lastKey) {
+      this.#lastKey = key;
+      this.#random = seededRandom(`${this.runId}:${key}`);
+    }
+  }
+
+  /** The replayed outcome of a settled record: its result, or its error rethrown. */
+  replay<T>(key: string, op: OperationRecord): Promise<T> {
+    this.fact(key, op.completedAt ?? op.createdAt);
+    if (op.state === 'failed') return Promise.reject(deserializeError(op.error ?? { name: 'Error', message: 'failed' }));
+    return Promise.resolve((op.noResult ? undefined : op.result) as T);
+  }
+
+  /** Resolves at `at` (database time). Longer than the in-memory limit, it lets the run suspend. */
+  waitUntil(key: string, at: Date): Promise<void> {
+    return new Promise((resolve) => {
+      if (this.#settling) return;
+      const remaining = at.getTime() - this.dbNow();
+      if (remaining <= 0) return resolve();
+      const durable = remaining > this.#deps.options.inMemoryWaitMs;
+      if (durable) {
+        this.#active -= 1;
+        this.#durableWaits.set(key, at);
+        this.#scheduleCheck();
+      }
+      const timer = setTimeout(() => {
+        this.#timers.delete(timer);
+        if (durable) {
+          this.#durableWaits.delete(key);
+          this.#active += 1;
+        }
+        if (!this.#settling) resolve();
+      }, remaining);
+      this.#timers.add(timer);
+    });
+  }
+
+  /** The signal handed to effects and model calls: aborts when the lease is lost or the run is cancelled. */
+  get signal(): AbortSignal {
+    return this.#abort.signal;
+  }
+
+  get workflow(): Workflow {
+    return this.#deps.workflow;
+  }
+
+  get options(): RuntimeOptions {
+    return this.#deps.options;
+  }
+
+  get pool(): pg.Pool {
+    return this.#deps.pool;
+  }
+
+  /** The retry policy of a step: its own, else the workflow's, else the default. */
+  retryPolicy(own: Parameters<typeof resolveRetryPolicy>[0], field: string): ResolvedRetryPolicy {
+    return resolveRetryPolicy(own, this.#deps.workflow.retry, field);
+  }
+
+  async hook(point: FaultPoint, stepKey?: string, attempt?: number): Promise<void> {
+    await fault(this.#deps.faults, { point, runId: this.runId, ...(stepKey ? { stepKey } : {}), ...(attempt ? { attempt } : {}) });
+  }
+
+  instrument<T>(info: Omit<StepInfo, 'runId' | 'tenantId'>, run: () => Promise<T>): Promise<T> {
+    const hook = this.#deps.instrumentation?.step;
+    return hook ? hook({ ...info, runId: this.runId, tenantId: this.tenantId }, run) : run();
+  }
+
+  /**
+   * Writes a step record in one fenced statement. Resolves to the written row; if the lease is
+   * lost, the segment stops and the promise never resolves. A connection lost mid-write (even at
+   * COMMIT) is retried with the same row id, then settled by comparing the row found.
+   */
+  async write(op: Omit<OperationWrite, 'id' | 'seq' | 'traceId' | 'spanId'> & { id?: string; seq?: number }): Promise<WrittenOperation> {
+    if (this.#settling) return NEVER;
+    const ids = activeTraceIds();
+    const full: OperationWrite = { ...op, id: op.id ?? uuidv7(), seq: op.seq ?? this.#nextSeq++, traceId: ids.traceId, spanId: ids.spanId };
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        const written = await writeOperation(this.#deps.pool, this.fence, full);
+        if (written) {
+          this.#clockOffset = written.now.getTime() - Date.now();
+          if (this.#lease) this.#lease.progressed = true;
+          return written;
+        }
+        return await this.#explainMissingWrite(full);
+      } catch (error) {
+        if (sqlState(error) !== undefined || attempt >= WRITE_ATTEMPTS) throw error;
+        this.#deps.onError?.(error);
+        await delay(100 * 2 ** attempt);
+      }
+    }
+  }
+
+  /** Nothing was written: either our earlier identical write committed, or the run is no longer ours. */
+  async #explainMissingWrite(op: OperationWrite): Promise<WrittenOperation> {
+    const row = await getOperation(this.#deps.pool, this.tenantId, this.runId, op.stepKey);
+    if (row && row.id === op.id && row.state === op.state && row.attempt === op.attempt && (await fenceHolds(this.#deps.pool, this.fence))) {
+      return { id: row.id, createdAt: row.createdAt, completedAt: row.completedAt, deadlineAt: row.deadlineAt, now: new Date(this.dbNow()) };
+    }
+    this.#lose();
+    return NEVER;
+  }
+
+  // ---------------------------------------------------------------- sleep
+
+  async #sleep(name: string, key: string, recorded: OperationRecord | undefined, target: () => number): Promise<void> {
+    let wakeAt: Date;
+    if (recorded) {
+      wakeAt = new Date((recorded.result as { wakeAt: string }).wakeAt);
+    } else {
+      wakeAt = new Date(target());
+      await this.write({
+        stepName: name,
+        stepKey: key,
+        kind: 'sleep',
+        idempotencyKey: null,
+        inputHash: null,
+        state: 'succeeded',
+        attempt: 1,
+        expectedAttempt: null,
+        inFlight: false,
+        deadlineInMs: null,
+        result: { wakeAt: wakeAt.toISOString() },
+      });
+    }
+    await this.waitUntil(key, wakeAt);
+    this.fact(key, wakeAt);
+  }
+
+  // ---------------------------------------------------------------- settling
+
+  #scheduleCheck(): void {
+    // After the current macrotask: every continuation the last change unblocked has run, so a
+    // call made right after another settles is already counted.
+    setImmediate(() => this.#checkSuspend());
+  }
+
+  #checkSuspend(): void {
+    if (this.#settling || this.#active > 0 || this.#durableWaits.size === 0) return;
+    const unreached = this.#unreached();
+    if (unreached) return this.park(unreached);
+    let wakeAt: Date | undefined;
+    for (const at of this.#durableWaits.values()) if (!wakeAt || at < wakeAt) wakeAt = at;
+    void this.#settle({ state: 'sleeping', wakeAt: wakeAt! });
+  }
+
+  /** A recorded step the code did not reach by the time it stopped: the code changed. */
+  #unreached(): NonDeterminismError | undefined {
+    for (const [key, op] of this.#recorded) {
+      if (!this.#visited.has(key)) {
+        return new NonDeterminismError(`the run recorded ${op.kind} ${key}, but the code no longer reaches it`, {
+          runId: this.runId,
+          step: key,
+          expected: `${op.kind} ${key}`,
+          actual: '(not reached)',
+        });
+      }
+    }
+    return undefined;
+  }
+
+  #onReturn(output: unknown): void {
+    if (this.#settling) return;
+    // A sleep or wait left pending is fine (the loser of a Promise.race); anything else is not.
+    const unawaited = [...this.#namesInFlight].filter(([, kind]) => kind !== 'sleep' && kind !== 'wait').map(([name]) => name);
+    if (unawaited.length > 0) {
+      const names = unawaited.join(', ');
+      void this.#settle({
+        state: 'failed',
+        error: serializeError(
+          new RatchetError(`the workflow returned while ctx calls were still in flight (${names}); await every ctx call`, {
+            code: 'UNAWAITED_CALL',
+            runId: this.runId,
+          }),
+        ),
+      });
+      return;
+    }
+    const unreached = this.#unreached();
+    if (unreached) return this.park(unreached);
+    let value: unknown;
+    try {
+      value = recordedOutput(this.#deps.workflow, output);
+    } catch (error) {
+      void this.#settle({ state: 'failed', error: serializeError(error) });
+      return;
+    }
+    void this.#settle({ state: 'completed', output: value });
+  }
+
+  #onThrow(error: unknown): void {
+    if (this.#settling) return;
+    if (isRatchetError(error, 'NON_DETERMINISM')) return this.park(error);
+    if (isRatchetError(error, 'LEASE_LOST')) return this.#lose();
+    const unreached = this.#unreached();
+    if (unreached) return this.park(unreached);
+    if (this.#cancelRequested && isRatchetError(error, 'CANCELLED')) {
+      void this.#settle({ state: 'cancelled', error: serializeError(error) });
+      return;
+    }
+    void this.#settle({ state: 'failed', error: serializeError(error) });
+  }
+
+  /** Parks the run for an operator (nondeterminism, an unknown at-most-once effect). */
+  park(error: unknown): void {
+    if (this.#settling) return;
+    void this.#settle({ state: 'parked', error: serializeError(error) });
+  }
+
+  #lose(): void {
+    if (this.#settling) return;
+    this.#settling = true;
+    this.#abort.abort(new RatchetError('the run’s lease was lost', { code: 'LEASE_LOST', runId: this.runId }));
+    this.#resolveOutcome({ state: 'lost' });
+  }
+
+  async #settle(outcome: Exclude<Outcome, { state: 'lost' }>): Promise<void> {
+    if (this.#settling) return;
+    this.#settling = true;
+    for (const timer of this.#timers) clearTimeout(timer);
+    this.#timers.clear();
+    const transition: Transition =
+      outcome.state === 'completed'
+        ? { state: 'completed', event: 'completed', output: outcome.output }
+        : outcome.state === 'sleeping'
+          ? { state: 'sleeping', event: 'sleeping', dueAt: outcome.wakeAt, payload: { wakeAt: outcome.wakeAt.toISOString() } }
+          : { state: outcome.state, event: outcome.state, error: outcome.error, payload: { code: outcome.error.code ?? null, error: outcome.error.name } };
+    if (this.#deps.options.policyVersion) transition.payload = { ...transition.payload, policyVersion: this.#deps.options.policyVersion };
+    try {
+      const version = await transitionWithRetry(this.#deps.pool, this.fence, transition, this.#deps.onError);
+      if (version === null) {
+        this.#abort.abort();
+        this.#resolveOutcome({ state: 'lost' });
+        return;
+      }
+      this.fence.stateVersion = version;
+      if (outcome.state !== 'completed') this.#abort.abort(new RatchetError(`the run is ${outcome.state}`, { code: 'SETTLED' }));
+      this.#resolveOutcome(outcome);
+    } catch (error) {
+      // The database is unreachable: the lease will expire and another worker resumes the run.
+      this.#deps.onError?.(error);
+      this.#abort.abort();
+      this.#resolveOutcome({ state: 'lost' });
+    }
+  }
+}
+
+async function transitionWithRetry(
+  pool: pg.Pool,
+  fence: Fence,
+  transition: Transition,
+  onError: ((error: unknown) => void) | undefined,
+): Promise<number | null> {
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      const version = await transitionTask(pool, fence, transition);
+      if (version !== null) return version;
+      // Nothing moved: a retry after a COMMIT whose answer was lost finds the version already moved.
+      return attempt > 1 && (await movedByUs(pool, fence, transition)) ? fence.stateVersion + 1 : null;
+    } catch (error) {
+      if (sqlState(error) !== undefined || attempt >= WRITE_ATTEMPTS) throw error;
+      onError?.(error);
+      await delay(100 * 2 ** attempt);
+    }
+  }
+}
+
+async function movedByUs(pool: pg.Pool, fence: Fence, transition: Transition): Promise<boolean> {
+  const { rows } = await pool.query(
+    `SELECT 1 FROM ratchet.events WHERE tenant_id = $1 AND task_id = $2 AND seq = $3 AND actor_id = $4 AND event_type = $5`,
+    [fence.tenantId, fence.taskId, fence.stateVersion + 1, fence.owner, transition.event],
+  );
+  return rows.length > 0;
+}
+
+function recordedOutput(workflow: Workflow, output: unknown): unknown {
+  return recordedValue(parseWorkflowOutput(workflow, output), 'output');
+}
+
+function parseMs(duration: Duration): number {
+  return parseDuration(duration, 'duration');
+}
+
+export function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

@@ -1,0 +1,150 @@
+/**
+ * SQL for `ratchet.operations`: the step checkpoint.
+ *
+ * One statement writes (or advances) a step's record, fenced by the lease: the row is inserted
+ * only if the task row, locked FOR SHARE, still shows this worker as lease owner at the
+ * state_version it claimed. A re-claim's UPDATE conflicts with that lock, and READ COMMITTED
+ * re-checks the condition against the new owner, so a stale worker can never slip a row in.
+ * No event and no task-row rewrite per step (DESIGN §3.4, §7).
+ *
+ * The same statement advances an existing record (`ON CONFLICT` on the step key) only where it
+ * is still `reserved` at the attempt the writer expects, so it is also the effect's
+ * "record outcome WHERE state = 'reserved' AND attempt = $a" and the re-reservation of a retry.
+ * Repeating it after a connection lost at COMMIT is safe: the caller compares the row it finds.
+ *
+ * Operation record lifecycle (see schema/operations.ts):
+ *   reserved, reserved_at set        an attempt may be in flight until deadline_at
+ *   reserved, reserved_at NULL       the last attempt failed (error); the next is due at deadline_at
+ *   succeeded | failed               settled; replay returns result / rethrows error
+ *   unknown                          an at-most-once effect's outcome was lost; an operator decides
+ */
+import type pg from 'pg';
+import type { SerializedError } from '@ratchet/sdk';
+import type { OperationKind, OperationState } from '../schema/index.js';
+import { OPERATION_COLUMNS, type Fence, type OperationRecord } from './rows.js';
+
+type Queryable = Pick<pg.Pool | pg.PoolClient, 'query'>;
+
+export async function listOperations(db: Queryable, tenantId: string, taskId: string): Promise<OperationRecord[]> {
+  const { rows } = await db.query<OperationRecord>({
+    name: 'ratchet_list_operations',
+    text: `SELECT ${OPERATION_COLUMNS} FROM ratchet.operations o WHERE o.tenant_id = $1 AND o.task_id = $2 ORDER BY o.seq`,
+    values: [tenantId, taskId],
+  });
+  return rows;
+}
+
+export interface OperationWrite {
+  id: string;
+  stepName: string;
+  stepKey: string;
+  seq: number;
+  kind: OperationKind;
+  idempotencyKey: string | null;
+  inputHash: string | null;
+  state: OperationState;
+  attempt: number;
+  /** The attempt the existing record must be at (reserved) for an update to apply. */
+  expectedAttempt: number | null;
+  /** Marks an attempt in flight from now (reserved_at = now). */
+  inFlight: boolean;
+  /** deadline_at = now + this many ms (in flight: the timeout; failed attempt: the retry delay). */
+  deadlineInMs: number | null;
+  result?: unknown;
+  error?: SerializedError | null;
+  providerReference?: string | null;
+  traceId: string | null;
+  spanId: string | null;
+}
+
+export interface WrittenOperation {
+  id: string;
+  createdAt: Date;
+  completedAt: Date | null;
+  deadlineAt: Date | null;
+  now: Date;
+}
+
+const writeOperationSql = {
+  name: 'ratchet_write_operation',
+  text: `
+    INSERT INTO ratchet.operations AS o (tenant_id, id, task_id, step_name, step_key, seq, kind, idempotency_key, input_hash,
+                                         state, attempt, reserved_at, deadline_at, provider_reference, result, error,
+                                         trace_id, span_id, created_at, completed_at)
+    SELECT $1, $5, $2, $6, $7, $8, $9, $10, $11, $12, $13,
+           CASE WHEN $15 THEN ratchet.now() END,
+           ratchet.now() + $16 * interval '1 millisecond',
+           $17, $18, $19, $20, $21, ratchet.now(),
+           CASE WHEN $12 IN ('succeeded', 'failed', 'unknown') THEN ratchet.now() END
+      FROM ratchet.tasks t
+     WHERE t.tenant_id = $1 AND t.id = $2 AND t.lease_owner = $3 AND t.state_version = $4
+       FOR SHARE
+    ON CONFLICT (task_id, step_key, tenant_id) DO UPDATE
+       SET state = EXCLUDED.state,
+           attempt = EXCLUDED.attempt,
+           reserved_at = EXCLUDED.reserved_at,
+           deadline_at = EXCLUDED.deadline_at,
+           provider_reference = coalesce(EXCLUDED.provider_reference, o.provider_reference),
+           result = EXCLUDED.result,
+           error = EXCLUDED.error,
+           trace_id = EXCLUDED.trace_id,
+           span_id = EXCLUDED.span_id,
+           completed_at = EXCLUDED.completed_at
+     WHERE o.state = 'reserved' AND o.attempt = $14
+    RETURNING o.id, o.created_at AS "createdAt", o.completed_at AS "completedAt", o.deadline_at AS "deadlineAt",
+              ratchet.now() AS now`,
+};
+
+/**
+ * Writes a step's record, fenced. Resolves to the row written, or null when nothing was written:
+ * the fence failed (another worker owns the run), or the record is no longer reserved at
+ * `expectedAttempt` (already settled, e.g. by this very statement before a lost COMMIT).
+ */
+export async function writeOperation(db: Queryable, fence: Fence, op: OperationWrite): Promise<WrittenOperation | null> {
+  const { rows } = await db.query<WrittenOperation>({
+    ...writeOperationSql,
+    values: [
+      fence.tenantId,
+      fence.taskId,
+      fence.owner,
+      fence.stateVersion,
+      op.id,
+      op.stepName,
+      op.stepKey,
+      op.seq,
+      op.kind,
+      op.idempotencyKey,
+      op.inputHash,
+      op.state,
+      op.attempt,
+      op.expectedAttempt ?? 0,
+      op.inFlight,
+      op.deadlineInMs,
+      op.providerReference ?? null,
+      op.result === undefined ? null : JSON.stringify(op.result),
+      op.error == null ? null : JSON.stringify(op.error),
+      op.traceId,
+      op.spanId,
+    ],
+  });
+  return rows[0] ?? null;
+}
+
+export async function getOperation(db: Queryable, tenantId: string, taskId: string, stepKey: string): Promise<OperationRecord | null> {
+  const { rows } = await db.query<OperationRecord>({
+    name: 'ratchet_get_operation',
+    text: `SELECT ${OPERATION_COLUMNS} FROM ratchet.operations o WHERE o.task_id = $2 AND o.step_key = $3 AND o.tenant_id = $1`,
+    values: [tenantId, taskId, stepKey],
+  });
+  return rows[0] ?? null;
+}
+
+/** The effect holding an idempotency key in a tenant (possibly another run's). */
+export async function getOperationByKey(db: Queryable, tenantId: string, key: string): Promise<(OperationRecord & { taskId: string }) | null> {
+  const { rows } = await db.query<OperationRecord & { taskId: string }>({
+    name: 'ratchet_get_operation_by_key',
+    text: `SELECT ${OPERATION_COLUMNS}, o.task_id AS "taskId" FROM ratchet.operations o WHERE o.idempotency_key = $2 AND o.tenant_id = $1`,
+    values: [tenantId, key],
+  });
+  return rows[0] ?? null;
+}

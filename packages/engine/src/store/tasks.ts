@@ -1,0 +1,355 @@
+/**
+ * SQL for `ratchet.tasks`: every statement that changes a run's state writes its event in the
+ * same statement (a data-modifying CTE), with `seq` = the new `state_version`. Hot-path
+ * statements are named prepared statements (DESIGN §7: ×1.6 over re-planning each call).
+ *
+ * Fencing: a statement by the lease owner carries `lease_owner = $owner AND state_version =
+ * $version`; zero rows back means another worker owns the run (LeaseLostError upstream).
+ */
+import type pg from 'pg';
+import type { SerializedError } from '@ratchet/sdk';
+import type { EventType, TaskState } from '../schema/index.js';
+import { TASK_COLUMNS, type Fence, type TaskRecord } from './rows.js';
+
+type Queryable = Pick<pg.Pool | pg.PoolClient, 'query'>;
+
+/** Channel a start notifies so idle workers claim at once. */
+export const WORK_CHANNEL = 'ratchet_work';
+/** Channel a completion notifies (payload: the run id) when a caller awaits `run.result()`. */
+export const DONE_CHANNEL = 'ratchet_done';
+
+export interface NewTask {
+  tenantId: string;
+  id: string;
+  workflowName: string;
+  workflowVersion: string;
+  idempotencyKey: string | null;
+  concurrencyKey: string | null;
+  priority: number;
+  input: unknown;
+  inputHash: string;
+  parentId: string | null;
+  /** Milliseconds from start to the run's deadline, or null. */
+  timeoutMs: number | null;
+  traceId: string | null;
+  spanId: string | null;
+  actorId: string;
+  /** Redacted facts for the `started` event. */
+  eventPayload: Record<string, unknown>;
+}
+
+const INSERT_COLUMNS = `tenant_id, id, workflow_name, workflow_version, state, due_at, lease_owner, lease_expires_at,
+  claim_count, idempotency_key, concurrency_key, priority, input, input_hash, parent_id, deadline_at, trace_id, span_id,
+  created_at, updated_at`;
+
+const STARTED_EVENT = `
+  e AS (
+    INSERT INTO ratchet.events (tenant_id, task_id, seq, event_type, actor_id, payload, trace_id, span_id, created_at)
+    SELECT t."tenantId", t.id, t."stateVersion", 'started', $14, $15, t."traceId", t."spanId", t."createdAt" FROM t
+  )`;
+
+const insertPendingTask = {
+  name: 'ratchet_insert_pending_task',
+  text: `
+    WITH t AS (
+      INSERT INTO ratchet.tasks AS t (${INSERT_COLUMNS})
+      VALUES ($1, $2, $3, $4, 'pending', ratchet.now(), NULL, NULL, 0, $5, $6, $7, $8, $9, $10,
+              ratchet.now() + $11 * interval '1 millisecond', $12, $13, ratchet.now(), ratchet.now())
+      ON CONFLICT (idempotency_key, workflow_name, tenant_id) WHERE idempotency_key IS NOT NULL DO NOTHING
+      RETURNING ${TASK_COLUMNS}
+    ), ${STARTED_EVENT},
+    n AS (SELECT pg_notify('${WORK_CHANNEL}', t."workflowName") FROM t)
+    SELECT t.*, (SELECT count(*) FROM n) AS notified FROM t`,
+};
+
+/** Direct path (DESIGN §3.1): the run is born leased to the caller, so no notify and no claim. */
+const insertLeasedTask = {
+  name: 'ratchet_insert_leased_task',
+  text: `
+    WITH t AS (
+      INSERT INTO ratchet.tasks AS t (${INSERT_COLUMNS})
+      VALUES ($1, $2, $3, $4, 'running', ratchet.now() + $16 * interval '1 millisecond', $17,
+              ratchet.now() + $16 * interval '1 millisecond', 1, $5, $6, $7, $8, $9, $10,
+              ratchet.now() + $11 * interval '1 millisecond', $12, $13, ratchet.now(), ratchet.now())
+      ON CONFLICT (idempotency_key, workflow_name, tenant_id) WHERE idempotency_key IS NOT NULL DO NOTHING
+      RETURNING ${TASK_COLUMNS}
+    ), ${STARTED_EVENT}
+    SELECT t.* FROM t`,
+};
+
+function insertValues(task: NewTask): unknown[] {
+  return [
+    task.tenantId,
+    task.id,
+    task.workflowName,
+    task.workflowVersion,
+    task.idempotencyKey,
+    task.concurrencyKey,
+    task.priority,
+    JSON.stringify(task.input ?? null),
+    task.inputHash,
+    task.parentId,
+    task.timeoutMs,
+    task.traceId,
+    task.spanId,
+    task.actorId,
+    JSON.stringify(task.eventPayload),
+  ];
+}
+
+/** Inserts a pending run with its `started` event and wakes workers; null when the idempotency key exists. */
+export async function createTask(db: Queryable, task: NewTask): Promise<TaskRecord | null> {
+  const { rows } = await db.query<TaskRecord>({ ...insertPendingTask, values: insertValues(task) });
+  return rows[0] ?? null;
+}
+
+/** Inserts a run already leased to `owner` (the direct path); null when the idempotency key exists. */
+export async function createLeasedTask(db: Queryable, task: NewTask, owner: string, leaseMs: number): Promise<TaskRecord | null> {
+  const { rows } = await db.query<TaskRecord>({ ...insertLeasedTask, values: [...insertValues(task), leaseMs, owner] });
+  return rows[0] ?? null;
+}
+
+/** The run holding an idempotency key for a workflow in a tenant. */
+export async function getTaskByKey(db: Queryable, tenantId: string, workflowName: string, key: string): Promise<TaskRecord | null> {
+  const { rows } = await db.query<TaskRecord>({
+    name: 'ratchet_get_task_by_key',
+    text: `SELECT ${TASK_COLUMNS} FROM ratchet.tasks t WHERE t.idempotency_key = $3 AND t.workflow_name = $2 AND t.tenant_id = $1`,
+    values: [tenantId, workflowName, key],
+  });
+  return rows[0] ?? null;
+}
+
+export async function getTask(db: Queryable, tenantId: string, id: string): Promise<TaskRecord | null> {
+  const { rows } = await db.query<TaskRecord>({
+    name: 'ratchet_get_task',
+    text: `SELECT ${TASK_COLUMNS} FROM ratchet.tasks t WHERE t.tenant_id = $1 AND t.id = $2`,
+    values: [tenantId, id],
+  });
+  return rows[0] ?? null;
+}
+
+export interface ListFilter {
+  tenantId: string;
+  state?: TaskState | undefined;
+  workflow?: string | undefined;
+  limit: number;
+}
+
+/** Runs of a tenant, newest first. */
+export async function listTasks(db: Queryable, filter: ListFilter): Promise<TaskRecord[]> {
+  const { rows } = await db.query<TaskRecord>({
+    name: 'ratchet_list_tasks',
+    text: `SELECT ${TASK_COLUMNS} FROM ratchet.tasks t
+            WHERE t.tenant_id = $1 AND ($2::text IS NULL OR t.state = $2) AND ($3::text IS NULL OR t.workflow_name = $3)
+            ORDER BY t.id DESC LIMIT $4`,
+    values: [filter.tenantId, filter.state ?? null, filter.workflow ?? null, filter.limit],
+  });
+  return rows;
+}
+
+export interface ClaimedTask extends TaskRecord {
+  /** ratchet.now() when the claim ran. */
+  claimedAt: Date;
+}
+
+/**
+ * Claims up to `limit` due runs of the registered `(name, version)` pairs in ONE statement:
+ * pending runs, sleepers past `wake_at`, waits past their timeout, running runs whose lease
+ * expired. Each claim bumps `state_version` and `claim_count` and writes its event (claimed, woke,
+ * lease_reclaimed); a run claimed more than `maxClaims` times without progress is parked instead
+ * (a poison pill must not crash workers forever) and is returned with state `parked`.
+ */
+export async function claimTasks(
+  db: Queryable,
+  args: { names: string[]; versions: string[]; limit: number; owner: string; leaseMs: number; maxClaims: number },
+): Promise<ClaimedTask[]> {
+  const { rows } = await db.query<ClaimedTask>({
+    name: 'ratchet_claim_tasks',
+    text: CLAIM_TASKS_SQL,
+    values: [args.names, args.versions, args.limit, args.owner, args.leaseMs, args.maxClaims],
+  });
+  return rows;
+}
+
+export const CLAIM_TASKS_SQL = `
+  WITH c AS MATERIALIZED (
+    SELECT tenant_id, id, state AS prior_state, lease_owner AS prior_owner
+      FROM ratchet.tasks
+     WHERE due_at <= ratchet.now()
+       AND (workflow_name, workflow_version) IN (SELECT * FROM unnest($1::text[], $2::text[]))
+     ORDER BY due_at
+     LIMIT $3
+       FOR UPDATE SKIP LOCKED
+  ), u AS (
+    UPDATE ratchet.tasks t
+       SET state = CASE WHEN t.claim_count >= $6 THEN 'parked' ELSE 'running' END,
+           state_version = t.state_version + 1,
+           claim_count = t.claim_count + 1,
+           lease_owner = CASE WHEN t.claim_count >= $6 THEN NULL ELSE $4 END,
+           lease_expires_at = CASE WHEN t.claim_count >= $6 THEN NULL ELSE ratchet.now() + $5 * interval '1 millisecond' END,
+           due_at = CASE WHEN t.claim_count >= $6 THEN NULL ELSE ratchet.now() + $5 * interval '1 millisecond' END,
+           wake_at = NULL,
+           error = CASE WHEN t.claim_count >= $6
+                        THEN jsonb_build_object('name', 'RatchetError', 'code', 'POISON_PILL',
+                               'message', format('parked after %s claims without progress: the run keeps losing its worker', t.claim_count))
+                        ELSE t.error END,
+           updated_at = ratchet.now()
+      FROM c
+     WHERE t.tenant_id = c.tenant_id AND t.id = c.id
+    RETURNING ${TASK_COLUMNS}, c.prior_state, c.prior_owner
+  ), e AS (
+    INSERT INTO ratchet.events (tenant_id, task_id, seq, event_type, actor_id, payload, trace_id, span_id, created_at)
+    SELECT u."tenantId", u.id, u."stateVersion",
+           CASE WHEN u.state = 'parked' THEN 'parked'
+                WHEN u.prior_state = 'pending' THEN 'claimed'
+                WHEN u.prior_state = 'running' THEN 'lease_reclaimed'
+                ELSE 'woke' END,
+           $4,
+           jsonb_strip_nulls(jsonb_build_object('claims', u."claimCount", 'from', u.prior_state, 'previousOwner', u.prior_owner,
+                             'reason', CASE WHEN u.state = 'parked' THEN 'poison_pill' END)),
+           u."traceId", u."spanId", ratchet.now()
+      FROM u
+  )
+  SELECT u.*, ratchet.now() AS "claimedAt" FROM u`;
+
+/** Earliest `due_at` among runs of the registered pairs, as milliseconds from now (≤ 0: due). */
+export async function nextDueIn(db: Queryable, names: string[], versions: string[]): Promise<number | null> {
+  const { rows } = await db.query<{ ms: number | null }>({
+    name: 'ratchet_next_due',
+    text: `SELECT (extract(epoch FROM min(due_at) - ratchet.now()) * 1000)::float8 AS ms FROM ratchet.tasks
+            WHERE due_at IS NOT NULL AND (workflow_name, workflow_version) IN (SELECT * FROM unnest($1::text[], $2::text[]))`,
+    values: [names, versions],
+  });
+  return rows[0]?.ms ?? null;
+}
+
+export interface LeaseRenewal {
+  tenantId: string;
+  id: string;
+  stateVersion: number;
+  /** The run recorded progress since the last renewal: its poison-pill count restarts. */
+  progressed: boolean;
+}
+
+export interface RenewedLease {
+  tenantId: string;
+  id: string;
+  cancelRequestedAt: Date | null;
+  signalSeq: number;
+  now: Date;
+}
+
+/**
+ * Extends the leases this owner holds, all in one statement. Never bumps `state_version`. A run
+ * missing from the result is no longer this owner's: its execution must stop.
+ */
+export async function extendLeases(db: Queryable, owner: string, leaseMs: number, runs: LeaseRenewal[]): Promise<RenewedLease[]> {
+  const { rows } = await db.query<RenewedLease>({
+    name: 'ratchet_extend_leases',
+    text: `
+      UPDATE ratchet.tasks t
+         SET lease_expires_at = ratchet.now() + $2 * interval '1 millisecond',
+             due_at = ratchet.now() + $2 * interval '1 millisecond',
+             claim_count = CASE WHEN r.progressed THEN 0 ELSE t.claim_count END
+        FROM unnest($3::uuid[], $4::uuid[], $5::int[], $6::bool[]) AS r(tenant_id, id, state_version, progressed)
+       WHERE t.tenant_id = r.tenant_id AND t.id = r.id AND t.state_version = r.state_version
+         AND t.lease_owner = $1 AND t.state = 'running'
+      RETURNING t.tenant_id AS "tenantId", t.id, t.cancel_requested_at AS "cancelRequestedAt",
+                t.signal_seq AS "signalSeq", ratchet.now() AS now`,
+    values: [
+      owner,
+      leaseMs,
+      runs.map((r) => r.tenantId),
+      runs.map((r) => r.id),
+      runs.map((r) => r.stateVersion),
+      runs.map((r) => r.progressed),
+    ],
+  });
+  return rows;
+}
+
+export interface Transition {
+  state: TaskState;
+  event: EventType;
+  /** For sleeping/waiting: when the run is due again (null: never by itself). */
+  dueAt?: Date | null;
+  output?: unknown;
+  error?: SerializedError | null;
+  payload?: Record<string, unknown>;
+  /** For waiting: move only if no signal arrived since the owner last looked. */
+  expectedSignalSeq?: number;
+}
+
+/**
+ * The lease owner moves its run to another state (suspended, settled, parked, released), with
+ * its event, in one fenced statement; notifies `ratchet_done` when a caller awaits the result
+ * of a run that settled. Resolves to the new state_version, or null when the fence failed.
+ */
+export async function transitionTask(db: Queryable, fence: Fence, to: Transition): Promise<number | null> {
+  const { rows } = await db.query<{ stateVersion: number }>({
+    name: 'ratchet_transition_task',
+    text: `
+      WITH t AS (
+        UPDATE ratchet.tasks t
+           SET state = $5,
+               state_version = t.state_version + 1,
+               due_at = CASE WHEN $5 IN ('sleeping', 'waiting') THEN $7::timestamptz
+                             WHEN $5 = 'pending' THEN ratchet.now() END,
+               wake_at = CASE WHEN $5 IN ('sleeping', 'waiting') THEN $7::timestamptz END,
+               lease_owner = NULL,
+               lease_expires_at = NULL,
+               claim_count = CASE WHEN $5 = 'pending' THEN t.claim_count ELSE 0 END,
+               output = CASE WHEN $5 = 'completed' THEN $8::jsonb ELSE t.output END,
+               error = CASE WHEN $5 IN ('failed', 'parked', 'cancelled') THEN $9::jsonb ELSE t.error END,
+               completed_at = CASE WHEN $5 IN ('completed', 'failed', 'cancelled') THEN ratchet.now() END,
+               updated_at = ratchet.now()
+         WHERE t.tenant_id = $1 AND t.id = $2 AND t.lease_owner = $3 AND t.state_version = $4
+           AND ($11::int IS NULL OR t.signal_seq = $11)
+        RETURNING t.tenant_id, t.id, t.state_version, t.result_awaited, t.trace_id, t.span_id
+      ), e AS (
+        INSERT INTO ratchet.events (tenant_id, task_id, seq, event_type, actor_id, payload, trace_id, span_id, created_at)
+        SELECT t.tenant_id, t.id, t.state_version, $6, $3, $10, t.trace_id, t.span_id, ratchet.now() FROM t
+      ), n AS (
+        SELECT pg_notify('${DONE_CHANNEL}', t.id::text) FROM t
+         WHERE t.result_awaited AND $5 IN ('completed', 'failed', 'cancelled')
+      )
+      SELECT t.state_version AS "stateVersion", (SELECT count(*) FROM n) AS notified FROM t`,
+    values: [
+      fence.tenantId,
+      fence.taskId,
+      fence.owner,
+      fence.stateVersion,
+      to.state,
+      to.event,
+      to.dueAt ?? null,
+      to.output === undefined ? null : JSON.stringify(to.output),
+      to.error == null ? null : JSON.stringify(to.error),
+      to.payload === undefined ? null : JSON.stringify(to.payload),
+      to.expectedSignalSeq ?? null,
+    ],
+  });
+  return rows[0]?.stateVersion ?? null;
+}
+
+/** Whether `fence` still holds (used after a write whose COMMIT outcome is unknown). */
+export async function fenceHolds(db: Queryable, fence: Fence): Promise<boolean> {
+  const { rows } = await db.query({
+    name: 'ratchet_fence_holds',
+    text: `SELECT 1 FROM ratchet.tasks WHERE tenant_id = $1 AND id = $2 AND lease_owner = $3 AND state_version = $4`,
+    values: [fence.tenantId, fence.taskId, fence.owner, fence.stateVersion],
+  });
+  return rows.length > 0;
+}
+
+/**
+ * A caller registers as awaiting the run's result (so its completion will NOTIFY) and reads its
+ * state in the same statement: registering before checking means no completion is missed.
+ */
+export async function awaitTask(db: Queryable, tenantId: string, id: string): Promise<TaskRecord | null> {
+  const { rows } = await db.query<TaskRecord>({
+    name: 'ratchet_await_task',
+    text: `UPDATE ratchet.tasks t SET result_awaited = true WHERE t.tenant_id = $1 AND t.id = $2 RETURNING ${TASK_COLUMNS}`,
+    values: [tenantId, id],
+  });
+  return rows[0] ?? null;
+}

@@ -1,0 +1,101 @@
+/**
+ * The lease keeper: one per engine, renewing the leases of every run this process executes in a
+ * single statement, well before they expire (every lease/3). Renewal never bumps
+ * `state_version`.
+ *
+ * A run missing from a renewal's result is no longer ours (re-claimed after we stalled, or moved
+ * by an operator): its `onLost` fires, which aborts its AbortSignal and stops its writes. When
+ * renewals keep failing (database unreachable) until a lease may have expired, every run is
+ * treated as lost: another worker may own it by now.
+ */
+import type pg from 'pg';
+import { extendLeases } from '../store/tasks.js';
+import type { Fence } from '../store/rows.js';
+
+export interface HeldLease {
+  readonly fence: Fence;
+  /** Set by the execution when it records progress; cleared by each renewal. */
+  progressed: boolean;
+  onLost(): void;
+  onCancelRequested(): void;
+  onRenewed(now: Date): void;
+}
+
+export class LeaseKeeper {
+  readonly #held = new Map<string, HeldLease>();
+  #timer: NodeJS.Timeout | undefined;
+  #lastSuccess = Date.now();
+  #renewing: Promise<void> | undefined;
+
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly owner: string,
+    readonly leaseMs: number,
+    private readonly onError: (error: unknown) => void = () => {},
+  ) {}
+
+  hold(lease: HeldLease): void {
+    this.#held.set(lease.fence.taskId, lease);
+    if (!this.#timer) {
+      this.#lastSuccess = Date.now();
+      this.#timer = setInterval(() => void this.renew(), Math.max(50, Math.floor(this.leaseMs / 3)));
+      this.#timer.unref();
+    }
+  }
+
+  release(taskId: string): void {
+    this.#held.delete(taskId);
+    if (this.#held.size === 0 && this.#timer) {
+      clearInterval(this.#timer);
+      this.#timer = undefined;
+    }
+  }
+
+  /** Renews every held lease now (the timer calls this; tests may too). */
+  renew(): Promise<void> {
+    this.#renewing ??= this.#renewOnce().finally(() => (this.#renewing = undefined));
+    return this.#renewing;
+  }
+
+  async #renewOnce(): Promise<void> {
+    const held = [...this.#held.values()];
+    if (held.length === 0) return;
+    const startedAt = Date.now();
+    try {
+      const renewed = await extendLeases(
+        this.pool,
+        this.owner,
+        this.leaseMs,
+        held.map((h) => ({ tenantId: h.fence.tenantId, id: h.fence.taskId, stateVersion: h.fence.stateVersion, progressed: h.progressed })),
+      );
+      this.#lastSuccess = startedAt;
+      const byId = new Map(renewed.map((r) => [r.id, r]));
+      for (const lease of held) {
+        // A lease whose version moved on while we renewed (the run suspended) is not lost.
+        if (this.#held.get(lease.fence.taskId) !== lease) continue;
+        const row = byId.get(lease.fence.taskId);
+        if (!row) {
+          this.release(lease.fence.taskId);
+          lease.onLost();
+          continue;
+        }
+        lease.progressed = false;
+        lease.onRenewed(row.now);
+        if (row.cancelRequestedAt) lease.onCancelRequested();
+      }
+    } catch (error) {
+      this.onError(error);
+      // Past the lease, another worker may have claimed our runs: stop them all.
+      if (Date.now() - this.#lastSuccess >= this.leaseMs) {
+        for (const lease of held) {
+          this.release(lease.fence.taskId);
+          lease.onLost();
+        }
+      }
+    }
+  }
+
+  get size(): number {
+    return this.#held.size;
+  }
+}

@@ -1,0 +1,212 @@
+/**
+ * The worker: claims due runs of the workflows it has the code for and executes them.
+ *
+ * Loop states:
+ *
+ *   claiming ──got a full batch──▶ claiming (more may be waiting)
+ *      │  ──got fewer / no slot──▶ idle ──(NOTIFY ratchet_work | a slot frees | next due_at | pollMs)──▶ claiming
+ *      └── stop() ──▶ draining (no more claims; in-flight runs finish, or are released after the grace period) ──▶ stopped
+ *
+ * One claim is ONE statement (store/tasks.ts). Idle waits are computed, not blind: the next
+ * wake is the earliest `due_at` of a registered workflow (a sleeper, a wait timeout, an expired
+ * lease), capped by `pollMs` as the safety net for a NOTIFY lost while reconnecting.
+ */
+import type { TaskRecord } from '../store/rows.js';
+import { claimTasks, nextDueIn, transitionTask, WORK_CHANNEL } from '../store/tasks.js';
+import { listOperations } from '../store/operations.js';
+import { checkSchema } from '../store/migrate.js';
+import { fault } from '../faults.js';
+import { Execution, type Outcome } from '../runtime/execution.js';
+import { newOwnerId, type EngineCore } from '../core.js';
+import { LeaseKeeper } from './lease.js';
+import { ValidationError } from '@ratchet/sdk';
+
+export interface WorkerOptions {
+  /** Runs executed at once. Default 10. */
+  concurrency?: number;
+  /** Lease length. Default: the engine's (30 s). Renewed every third of it. */
+  leaseMs?: number;
+  /** Longest idle wait between claims when nothing notifies. Default 5 s. */
+  pollMs?: number;
+  /** Identity written as `lease_owner` and on events. Default `worker:<host>:<pid>:<random>`. */
+  workerId?: string;
+  /** How long stop() lets in-flight runs finish before releasing them to other workers. Default 10 s. */
+  shutdownGraceMs?: number;
+}
+
+export interface WorkerStats {
+  readonly claimed: number;
+  readonly completed: number;
+  readonly suspended: number;
+  readonly failed: number;
+  readonly lost: number;
+  readonly active: number;
+}
+
+export class Worker {
+  readonly workerId: string;
+  readonly #core: EngineCore;
+  readonly #concurrency: number;
+  readonly #pollMs: number;
+  readonly #graceMs: number;
+  readonly #leases: LeaseKeeper;
+  readonly #active = new Map<string, { execution?: Execution; done: Promise<void> }>();
+  #loop: Promise<void> | undefined;
+  #stopping = false;
+  #wake: (() => void) | undefined;
+  #unsubscribe: (() => void) | undefined;
+  #stats = { claimed: 0, completed: 0, suspended: 0, failed: 0, lost: 0 };
+
+  constructor(core: EngineCore, options: WorkerOptions = {}) {
+    this.#core = core;
+    this.workerId = options.workerId ?? newOwnerId('worker');
+    this.#concurrency = positiveInt(options.concurrency ?? 10, 'concurrency');
+    this.#pollMs = positiveInt(options.pollMs ?? 5_000, 'pollMs');
+    this.#graceMs = positiveInt(options.shutdownGraceMs ?? 10_000, 'shutdownGraceMs', true);
+    this.#leases = new LeaseKeeper(core.pool, this.workerId, positiveInt(options.leaseMs ?? core.leaseMs, 'leaseMs'), core.onError);
+  }
+
+  /** Checks the schema, subscribes to work notifications and starts claiming. */
+  async start(): Promise<void> {
+    if (this.#loop) return;
+    if (this.#core.registry.size === 0) {
+      throw new ValidationError('the engine has no workflows to run: pass createEngine({ workflows: [...] })', { path: ['workflows'] });
+    }
+    await checkSchema(this.#core.pool);
+    this.#stopping = false;
+    this.#unsubscribe = await this.#core.listener.subscribe(WORK_CHANNEL, () => this.#wake?.());
+    this.#loop = this.#run();
+  }
+
+  /** Stops claiming; waits for in-flight runs up to the grace period, then releases the rest to other workers. */
+  async stop(): Promise<void> {
+    if (!this.#loop) return;
+    this.#stopping = true;
+    this.#wake?.();
+    await this.#loop;
+    this.#loop = undefined;
+    this.#unsubscribe?.();
+    const all = Promise.all([...this.#active.values()].map((a) => a.done));
+    const graceful = await Promise.race([all.then(() => true), sleep(this.#graceMs).then(() => false)]);
+    if (!graceful) {
+      for (const [, entry] of this.#active) {
+        const execution = entry.execution;
+        if (!execution || execution.settled) continue;
+        execution.abandon();
+        // Hand the run back now instead of making others wait for the lease to expire.
+        await transitionTask(this.#core.pool, execution.fence, { state: 'pending', event: 'released', payload: { reason: 'shutdown' } }).catch(
+          this.#core.onError,
+        );
+      }
+      await all;
+    }
+  }
+
+  get stats(): WorkerStats {
+    return { ...this.#stats, active: this.#active.size };
+  }
+
+  async #run(): Promise<void> {
+    const { names, versions } = this.#core.registry.pairs();
+    let backoff = 100;
+    while (!this.#stopping) {
+      const free = this.#concurrency - this.#active.size;
+      let waitMs = this.#pollMs;
+      if (free > 0) {
+        let claimed: TaskRecord[];
+        try {
+          claimed = await claimTasks(this.#core.pool, {
+            names,
+            versions,
+            limit: free,
+            owner: this.workerId,
+            leaseMs: this.#leases.leaseMs,
+            maxClaims: this.#core.maxClaims,
+          });
+          backoff = 100;
+        } catch (error) {
+          // The database went away (restart, terminated backend): back off, never crash.
+          this.#core.onError(error);
+          await this.#idle(backoff);
+          backoff = Math.min(backoff * 2, 5_000);
+          continue;
+        }
+        for (const task of claimed) {
+          this.#stats.claimed += 1;
+          if (task.state === 'parked') continue; // a poison pill, parked by the claim itself
+          this.#launch(task as TaskRecord & { claimedAt: Date });
+        }
+        if (claimed.length === free) continue;
+        const due = await nextDueIn(this.#core.pool, names, versions).catch(() => null);
+        if (due !== null) waitMs = Math.min(this.#pollMs, Math.max(0, Math.ceil(due)));
+      }
+      if (waitMs > 0) await this.#idle(waitMs);
+    }
+  }
+
+  #idle(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done() {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.#wake = () => {
+        this.#wake = undefined;
+        done();
+      };
+    });
+  }
+
+  #launch(task: TaskRecord & { claimedAt: Date }): void {
+    const entry: { execution?: Execution; done: Promise<void> } = { done: Promise.resolve() };
+    entry.done = (async () => {
+      try {
+        await fault(this.#core.faults, { point: 'afterClaim', runId: task.id });
+        const workflow = this.#core.registry.get(task.workflowName, task.workflowVersion)!;
+        const operations = await listOperations(this.#core.pool, task.tenantId, task.id);
+        const execution = new Execution(
+          {
+            pool: this.#core.pool,
+            workflow,
+            task,
+            owner: this.workerId,
+            dbNow: task.claimedAt,
+            leases: this.#leases,
+            options: this.#core.runtime,
+            faults: this.#core.faults,
+            instrumentation: this.#core.instrumentation,
+            onError: this.#core.onError,
+          },
+          operations,
+        );
+        entry.execution = execution;
+        this.#count(await execution.execute());
+      } catch (error) {
+        // Unreachable database or a bug: the lease expires and the run is claimed again.
+        this.#core.onError(error);
+        this.#stats.lost += 1;
+      } finally {
+        this.#active.delete(task.id);
+        this.#wake?.();
+      }
+    })();
+    this.#active.set(task.id, entry);
+  }
+
+  #count(outcome: Outcome): void {
+    if (outcome.state === 'completed') this.#stats.completed += 1;
+    else if (outcome.state === 'sleeping') this.#stats.suspended += 1;
+    else if (outcome.state === 'lost') this.#stats.lost += 1;
+    else this.#stats.failed += 1;
+  }
+}
+
+function positiveInt(value: number, field: string, zeroOk = false): number {
+  if (!Number.isInteger(value) || value < (zeroOk ? 0 : 1)) throw new ValidationError(`must be a ${zeroOk ? 'non-negative' : 'positive'} integer`, { path: [field] });
+  return value;
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
