@@ -108,7 +108,7 @@ export async function createEngine(options: EngineOptions = {}): Promise<Engine>
     onError,
   };
   const owner = newOwnerId('engine');
-  const leases = new LeaseKeeper(core.pool, owner, leaseMs, onError);
+  const leases = new LeaseKeeper(core.pool, owner, leaseMs, onError, core.faults);
   const client = new Client(core, owner);
   const workers = new Set<Worker>();
   let closed: Promise<void> | undefined;

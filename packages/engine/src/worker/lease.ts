@@ -5,10 +5,11 @@
  *
  * A run missing from a renewal's result is no longer ours (re-claimed after we stalled, or moved
  * by an operator): its `onLost` fires, which aborts its AbortSignal and stops its writes. When
- * renewals keep failing (database unreachable) until a lease may have expired, every run is
- * treated as lost: another worker may own it by now.
+ * renewals keep failing (database unreachable) for three quarters of a lease, every run is
+ * treated as lost before its lease can expire: the stale worker stops before another may claim.
  */
 import type pg from 'pg';
+import { fault, type FaultHooks } from '../faults.js';
 import { extendLeases } from '../store/tasks.js';
 import type { Fence } from '../store/rows.js';
 
@@ -32,6 +33,7 @@ export class LeaseKeeper {
     private readonly owner: string,
     readonly leaseMs: number,
     private readonly onError: (error: unknown) => void = () => {},
+    private readonly faults?: FaultHooks,
   ) {}
 
   hold(lease: HeldLease): void {
@@ -62,6 +64,7 @@ export class LeaseKeeper {
     if (held.length === 0) return;
     const startedAt = Date.now();
     try {
+      await fault(this.faults, { point: 'duringLeaseRenewal', runId: held.map((h) => h.fence.taskId).join(',') });
       const renewed = await extendLeases(
         this.pool,
         this.owner,
@@ -85,12 +88,16 @@ export class LeaseKeeper {
       }
     } catch (error) {
       this.onError(error);
-      // Past the lease, another worker may have claimed our runs: stop them all.
-      if (Date.now() - this.#lastSuccess >= this.leaseMs) {
+      // Stop before the lease can expire in the database (where another worker may then claim
+      // the run), not after: a quarter of the lease is left as margin for clock and timer drift.
+      if (Date.now() - this.#lastSuccess >= this.leaseMs * 0.75) {
         for (const lease of held) {
           this.release(lease.fence.taskId);
           lease.onLost();
         }
+      } else {
+        // Try again sooner than the regular beat, so the decision above is taken in time.
+        setTimeout(() => void this.renew(), Math.max(20, Math.floor(this.leaseMs / 10))).unref();
       }
     }
   }

@@ -63,7 +63,7 @@ export class Worker {
     this.#concurrency = positiveInt(options.concurrency ?? 10, 'concurrency');
     this.#pollMs = positiveInt(options.pollMs ?? 5_000, 'pollMs');
     this.#graceMs = positiveInt(options.shutdownGraceMs ?? 10_000, 'shutdownGraceMs', true);
-    this.#leases = new LeaseKeeper(core.pool, this.workerId, positiveInt(options.leaseMs ?? core.leaseMs, 'leaseMs'), core.onError);
+    this.#leases = new LeaseKeeper(core.pool, this.workerId, positiveInt(options.leaseMs ?? core.leaseMs, 'leaseMs'), core.onError, core.faults);
   }
 
   /** Checks the schema, subscribes to work notifications and starts claiming. */

@@ -1,0 +1,204 @@
+/**
+ * Leases and fencing with real connections: two engines (two pools, as two processes would have)
+ * racing for one run; a partitioned worker whose effect must not be started again before its
+ * timeout; worker processes racing for many runs; the poison pill; a connection lost at COMMIT.
+ */
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import pg from 'pg';
+import { z } from 'zod';
+import { workflow } from '@ratchet/sdk';
+import type { Engine } from '@ratchet/engine';
+import { claimTasks } from '../../packages/engine/src/store/tasks.js';
+import { engineOn, eventually, events, operations, shift, task, testDatabase } from '../helpers/engine.js';
+import type { TestDatabase } from '../helpers/database.js';
+import { spawnWorker, type WorkerProcess } from '../helpers/processes.js';
+import { PROVIDER_DDL, all, charge, findCharge, payment } from '../fixtures/workflows.js';
+
+let db: TestDatabase;
+let engine: Engine;
+const processes: WorkerProcess[] = [];
+
+beforeAll(async () => {
+  db = await testDatabase();
+  await db.pool.query(PROVIDER_DDL);
+  process.env.PROVIDER_URL = db.url;
+  engine = await engineOn(db, { workflows: all });
+});
+afterEach(async () => {
+  await Promise.all(processes.splice(0).map((p) => p.kill('SIGKILL')));
+  await db.pool.query(`UPDATE ratchet.clock SET shift = interval '0'`);
+});
+
+function gate(): { wait: Promise<void>; open: () => void } {
+  let open!: () => void;
+  const wait = new Promise<void>((r) => (open = r));
+  return { wait, open };
+}
+
+describe('two workers racing for one run', () => {
+  it('the stale worker’s write is rejected and it stops; the new owner completes the run', async () => {
+    const held = gate();
+    let executions = 0;
+    const wf = workflow({ name: 'race', version: '1', input: z.object({}) }, async (ctx) => {
+      const a = await ctx.step('slow', async () => {
+        executions += 1;
+        if (executions === 1) await held.wait; // worker A stalls here (a GC pause, a partition)
+        return `by execution ${executions}`;
+      });
+      return a;
+    });
+    const engineA = await engineOn(db, { workflows: [wf], leaseMs: 60_000 });
+    const engineB = await engineOn(db, { workflows: [wf], leaseMs: 60_000 });
+    const run = await engineA.client.start(wf, {});
+    const workerA = engineA.worker({ pollMs: 50 });
+    await workerA.start();
+    await eventually(async () => executions === 1);
+    // A's lease runs out without A noticing (it renews only every 20 s): B may claim.
+    await db.pool.query(`UPDATE ratchet.tasks SET lease_expires_at = ratchet.now() - interval '1s', due_at = ratchet.now() - interval '1s' WHERE id = $1`, [run.runId]);
+    const workerB = engineB.worker({ pollMs: 50 });
+    await workerB.start();
+    expect(await run.result({ timeout: '10s' })).toBe('by execution 2');
+    held.open(); // A wakes up and tries to record its result
+    await eventually(async () => workerA.stats.lost === 1);
+    const ops = await operations(db, run.runId);
+    expect(ops.map((o) => [o.stepKey, o.result])).toEqual([['slow#1', 'by execution 2']]);
+    const types = (await events(db, run.runId)).map((e) => e.type);
+    expect(types).toEqual(['started', 'claimed', 'lease_reclaimed', 'completed']);
+    await workerA.stop();
+    await workerB.stop();
+  });
+
+  it('worker processes racing for many runs execute each exactly once', async () => {
+    const runs = await Promise.all(Array.from({ length: 30 }, (_, i) => engine.client.start(payment, { orderId: `race-${i}`, amount: i + 1 })));
+    for (let i = 0; i < 3; i += 1) processes.push(spawnWorker({ DATABASE_URL: db.url, PROVIDER_URL: db.url, LEASE_MS: '5000' }));
+    await Promise.all(runs.map((r) => r.result({ timeout: '60s' })));
+    const { rows } = await db.pool.query(
+      `SELECT count(*)::int AS keys, sum(n)::int AS attempts FROM (SELECT key, count(*) AS n FROM provider_attempts WHERE key = ANY($1) GROUP BY key) q`,
+      [runs.map((r) => `${r.runId}:charge#1`)],
+    );
+    expect(rows[0]).toEqual({ keys: 30, attempts: 30 });
+    const claims = await db.pool.query(
+      `SELECT count(*)::int AS n FROM ratchet.events WHERE task_id = ANY($1) AND event_type IN ('claimed', 'lease_reclaimed')`,
+      [runs.map((r) => r.runId)],
+    );
+    expect(claims.rows[0].n).toBe(30);
+    const owners = await db.pool.query(`SELECT count(DISTINCT actor_id)::int AS n FROM ratchet.events WHERE task_id = ANY($1) AND event_type = 'claimed'`, [
+      runs.map((r) => r.runId),
+    ]);
+    expect(owners.rows[0].n).toBeGreaterThan(1);
+  });
+});
+
+describe('a lease lost in the middle of an effect', () => {
+  it('is not executed again before its timeout; then reconcile decides', async () => {
+    let partitioned = false;
+    const started: { who: string; at: number }[] = [];
+    const wf = workflow({ name: 'partition', version: '1', input: z.object({}) }, async (ctx) => {
+      return ctx.effect('pay', {
+        input: { amount: 5 },
+        timeout: '3s',
+        execute: async ({ idempotencyKey, signal }) => {
+          started.push({ who: partitioned ? 'B' : 'A', at: Date.now() });
+          if (!partitioned) {
+            partitioned = true; // A loses the database from here on
+            await new Promise((_, reject) => signal.addEventListener('abort', () => reject(signal.reason)));
+          }
+          return charge(idempotencyKey, 5);
+        },
+        reconcile: ({ idempotencyKey }) => findCharge(idempotencyKey),
+      });
+    });
+    const engineA = await engineOn(db, {
+      workflows: [wf],
+      leaseMs: 1000,
+      effectMargin: 300,
+      faults: {
+        duringLeaseRenewal: () => {
+          if (partitioned) throw new Error('network partition');
+        },
+      },
+    });
+    const engineB = await engineOn(db, { workflows: [wf], leaseMs: 1000, effectMargin: 300 });
+    const run = await engineA.client.start(wf, {});
+    const workerA = engineA.worker({ pollMs: 50 });
+    await workerA.start();
+    await eventually(async () => started.length === 1);
+    const reserved = (await db.pool.query(`SELECT reserved_at, deadline_at FROM ratchet.operations WHERE task_id = $1`, [run.runId])).rows[0];
+    const workerB = engineB.worker({ pollMs: 50 });
+    await workerB.start();
+    // B claims once A's lease expires, finds the attempt possibly in flight, and suspends until deadline + margin.
+    await eventually(async () => (await task(db, run.runId)).state === 'sleeping', 10_000);
+    expect((await task(db, run.runId)).wake_at.getTime()).toBe(reserved.deadline_at.getTime() + 300);
+    expect(workerA.stats.lost).toBe(1); // A aborted its effect when it could not renew
+    const output = await run.result({ timeout: '15s' });
+    expect(output).toMatchObject({ amount: 5 });
+    expect(started.map((s) => s.who)).toEqual(['A', 'B']);
+    expect(started[1]!.at).toBeGreaterThanOrEqual(reserved.deadline_at.getTime());
+    const op = (await operations(db, run.runId))[0]!;
+    expect([op.state, op.attempt]).toEqual(['succeeded', 2]);
+    await workerA.stop();
+    await workerB.stop();
+  });
+});
+
+describe('poison pill', () => {
+  it('a run claimed over and over without progress is parked by the claim', async () => {
+    const wf = workflow({ name: 'poison', version: '1', input: z.object({}) }, async () => 'never runs here');
+    const run = await engine.client.start(wf, {});
+    const claim = (owner: string) =>
+      claimTasks(db.pool, { names: ['poison'], versions: ['1'], limit: 1, owner, leaseMs: 1000, maxClaims: 3 });
+    for (let i = 1; i <= 3; i += 1) {
+      const [claimed] = await claim(`crashing-worker-${i}`);
+      expect(claimed!.state).toBe('running');
+      await shift(db, 2_000); // the worker died: its lease expires
+    }
+    const [parked] = await claim('crashing-worker-4');
+    expect(parked!.state).toBe('parked');
+    const row = await task(db, run.runId);
+    expect([row.state, row.due_at, row.lease_owner]).toEqual(['parked', null, null]);
+    expect(row.error).toMatchObject({ code: 'POISON_PILL' });
+    expect((await events(db, run.runId)).map((e) => e.type)).toEqual(['started', 'claimed', 'lease_reclaimed', 'lease_reclaimed', 'parked']);
+    expect(await claim('crashing-worker-5')).toEqual([]);
+  });
+});
+
+describe('a connection lost at COMMIT', () => {
+  it('repeats the checkpoint safely: one record, the step executed once', async () => {
+    let executions = 0;
+    const wf = workflow({ name: 'commit-lost', version: '1', input: z.object({}) }, async (ctx) => {
+      const v = await ctx.step('once', async () => (executions += 1));
+      const w = await ctx.step('twice', async () => v + 1);
+      return { v, w };
+    });
+    // The statement commits in Postgres, then the client hears nothing back.
+    class LossyPool extends pg.Pool {
+      lost = 0;
+      override query(...args: any[]): any {
+        const config = args[0];
+        const result = (super.query as (...a: any[]) => Promise<unknown>)(...args);
+        if (config?.name === 'ratchet_write_operation' && this.lost === 0) {
+          this.lost += 1;
+          return result.then(() => {
+            throw new Error('Connection terminated unexpectedly');
+          });
+        }
+        return result;
+      }
+    }
+    const pool = new LossyPool({ connectionString: db.url, max: 5 });
+    pool.on('error', () => {});
+    const lossy = await engineOn(db, { workflows: [wf] });
+    const direct = await (await import('@ratchet/engine')).createEngine({ database: pool, workflows: [wf] });
+    try {
+      const result = await direct.run(wf, {});
+      expect(pool.lost).toBe(1);
+      expect(result).toMatchObject({ state: 'completed', output: { v: 1, w: 2 } });
+      expect(executions).toBe(1);
+      expect((await operations(db, result.runId)).map((o) => o.stepKey)).toEqual(['once#1', 'twice#1']);
+    } finally {
+      await direct.close();
+      await pool.end();
+      void lossy;
+    }
+  });
+});
