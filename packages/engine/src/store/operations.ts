@@ -82,8 +82,9 @@ const writeOperationSql = {
     ON CONFLICT (task_id, step_key, tenant_id) DO UPDATE
        SET state = EXCLUDED.state,
            attempt = EXCLUDED.attempt,
-           reserved_at = EXCLUDED.reserved_at,
-           deadline_at = EXCLUDED.deadline_at,
+           -- A settled record keeps when its last attempt was reserved and due, for audits.
+           reserved_at = CASE WHEN EXCLUDED.state = 'reserved' THEN EXCLUDED.reserved_at ELSE o.reserved_at END,
+           deadline_at = CASE WHEN EXCLUDED.state = 'reserved' THEN EXCLUDED.deadline_at ELSE o.deadline_at END,
            provider_reference = coalesce(EXCLUDED.provider_reference, o.provider_reference),
            result = EXCLUDED.result,
            error = EXCLUDED.error,
