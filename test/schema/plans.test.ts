@@ -7,6 +7,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type pg from 'pg';
 import { freshDatabase, type TestDatabase } from '../helpers/database.js';
+import { CLAIM_TASKS_SQL } from '../../packages/engine/src/store/tasks.js';
+import { WRITE_OPERATION_SQL } from '../../packages/engine/src/store/operations.js';
 
 let db: TestDatabase;
 let client: pg.PoolClient;
@@ -46,6 +48,15 @@ async function genericPlan(sql: string, types: string[]): Promise<PlanNode[]> {
   await client.query(`DEALLOCATE ${name}`);
   const plan = (rows[0]['QUERY PLAN'] as { Plan: PlanNode }[])[0]!.Plan;
   return nodes(plan);
+}
+
+/** The generic plan of an engine statement, parameter types inferred by Postgres. */
+async function inferredPlan(sql: string, params: number): Promise<PlanNode[]> {
+  const name = `plan_${++statementNo}`;
+  await client.query(`PREPARE ${name} AS ${sql}`);
+  const { rows } = await client.query(`EXPLAIN (FORMAT JSON) EXECUTE ${name}(${Array(params).fill('NULL').join(', ')})`);
+  await client.query(`DEALLOCATE ${name}`);
+  return nodes((rows[0]['QUERY PLAN'] as { Plan: PlanNode }[])[0]!.Plan);
 }
 
 /** Asserts the plan reaches `table` through `index` with a condition on more than the tenant. */
@@ -110,16 +121,13 @@ describe('generic plans on empty tables', () => {
     expectIndexed(plan, 'tasks', 'tasks_idempotency_key_unique', ['idempotency_key']);
   });
 
-  it('the claim ranges over due_at', async () => {
-    const plan = await genericPlan(
-      `WITH c AS MATERIALIZED (
-         SELECT tenant_id, id FROM ratchet.tasks
-          WHERE due_at <= ratchet.now()
-            AND (workflow_name, workflow_version) IN (SELECT * FROM unnest($1::text[], $2::text[]))
-          ORDER BY due_at LIMIT 10 FOR UPDATE SKIP LOCKED)
-       SELECT * FROM c`,
-      ['text[]', 'text[]'],
-    );
+  it('the engine’s claim statement ranges over due_at', async () => {
+    const plan = await inferredPlan(CLAIM_TASKS_SQL, 6);
     expectIndexed(plan, 'tasks', 'tasks_due', ['due_at']);
+  });
+
+  it('the engine’s checkpoint statement fences through the task’s primary key', async () => {
+    const plan = await inferredPlan(WRITE_OPERATION_SQL, 21);
+    expectIndexed(plan, 'tasks', 'tasks_pkey', ['tenant_id', 'id']);
   });
 });

@@ -41,6 +41,11 @@ export interface EmbeddedOptions {
   port?: number;
   /** Database to create/connect to. Default 'ratchet'. */
   database?: string;
+  /**
+   * Server settings (`-c name=value`) for a server this process starts, e.g.
+   * `{ shared_preload_libraries: 'pg_stat_statements' }`. An attached server keeps its own.
+   */
+  settings?: Record<string, string>;
   /** Server log lines and this module's decisions. Default: discarded (the server log is also in `<dataDir>.log`). */
   onLog?: (line: string) => void;
 }
@@ -109,7 +114,7 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
   const running = await withLock(dataDir, async () => {
     const found = await findRunning(dataDir);
     if (found) log(`[embedded] attached to PostgreSQL pid ${found.pid} on port ${found.port} (${dataDir})`);
-    const server = found ?? (await initialiseAndStart(dataDir, options.port, log));
+    const server = found ?? (await initialiseAndStart(dataDir, options.port, log, settingsFlags(options.settings)));
     try {
       await ensureDatabase(server, database);
     } catch (error) {
@@ -231,12 +236,12 @@ function countOtherClients(credentials: Credentials, port: number): Promise<numb
 
 // --- initialise and start --------------------------------------------------------------------
 
-async function initialiseAndStart(dataDir: string, port: number | undefined, log: Log): Promise<Running> {
+async function initialiseAndStart(dataDir: string, port: number | undefined, log: Log, extra: string): Promise<Running> {
   const owner = await postgresOsUser();
   if (owner) await assertReachable(dataDir, owner);
   if (!(await exists(path.join(dataDir, 'PG_VERSION')))) await initialise(dataDir, owner, log);
   const credentials = await readCredentials(dataDir);
-  const started = await startServer(dataDir, port, owner, log);
+  const started = await startServer(dataDir, port, owner, log, extra);
   return { ...started, credentials, startedHere: true };
 }
 
@@ -297,7 +302,13 @@ async function removeStaleStaging(dataDir: string): Promise<void> {
   }
 }
 
-async function startServer(dataDir: string, requestedPort: number | undefined, owner: OsUser | undefined, log: Log): Promise<{ pid: number; port: number }> {
+async function startServer(
+  dataDir: string,
+  requestedPort: number | undefined,
+  owner: OsUser | undefined,
+  log: Log,
+  extra = '',
+): Promise<{ pid: number; port: number }> {
   const pgCtl = await pgCtlPath();
   const file = logFile(dataDir);
   await (await open(file, 'a', 0o600)).close();
@@ -316,7 +327,7 @@ async function startServer(dataDir: string, requestedPort: number | undefined, o
     // use TCP, and socket paths have a 107-byte limit a deep dataDir would exceed.
     const { code, output } = await run(pgCtl, [
       'start', '--wait', '--timeout=60', `--pgdata=${dataDir}`, `--log=${file}`,
-      `--options=-p ${port} -c listen_addresses=127.0.0.1 -c unix_socket_directories=''`,
+      `--options=-p ${port} -c listen_addresses=127.0.0.1 -c unix_socket_directories=''${extra}`,
     ], owner, dataDir);
     forwardLines(output, log);
     const postmaster = code === 0 ? await readPostmasterPid(dataDir) : undefined;
@@ -605,4 +616,17 @@ function freePort(): Promise<number> {
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Extra `-c name=value` flags for pg_ctl's --options; names and values are checked, never quoted through a shell. */
+function settingsFlags(settings: Record<string, string> | undefined): string {
+  if (!settings) return '';
+  return Object.entries(settings)
+    .map(([name, value]) => {
+      if (!/^[a-z_][a-z0-9_.]*$/.test(name) || !/^[A-Za-z0-9_.,:\/-]*$/.test(String(value))) {
+        throw new Error(`embedded: setting ${name}=${value} is not a plain PostgreSQL setting (letters, digits, _ . , : / - only)`);
+      }
+      return ` -c ${name}=${value}`;
+    })
+    .join('');
 }

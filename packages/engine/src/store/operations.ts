@@ -65,9 +65,7 @@ export interface WrittenOperation {
   now: Date;
 }
 
-const writeOperationSql = {
-  name: 'ratchet_write_operation',
-  text: `
+export const WRITE_OPERATION_SQL = `
     INSERT INTO ratchet.operations AS o (tenant_id, id, task_id, step_name, step_key, seq, kind, idempotency_key, input_hash,
                                          state, attempt, reserved_at, deadline_at, provider_reference, result, error,
                                          trace_id, span_id, created_at, completed_at)
@@ -93,8 +91,9 @@ const writeOperationSql = {
            completed_at = EXCLUDED.completed_at
      WHERE o.state = 'reserved' AND o.attempt = $14
     RETURNING o.id, o.created_at AS "createdAt", o.completed_at AS "completedAt", o.deadline_at AS "deadlineAt",
-              ratchet.now() AS now`,
-};
+              ratchet.now() AS now`;
+
+const writeOperationSql = { name: 'ratchet_write_operation', text: WRITE_OPERATION_SQL };
 
 /**
  * Writes a step's record, fenced. Resolves to the row written, or null when nothing was written:
