@@ -56,6 +56,17 @@ describe('engine.run (direct path)', () => {
     expect(calls[`charge:${result.runId}:charge#1`]).toBe(1);
   });
 
+  it('records the acting process and the policy version on every event', async () => {
+    const audited = await engineOn(db, { workflows: [order], policyVersion: 'pricing-2026-11' });
+    const result = await audited.run(order, { id: 5, items: ['a'] });
+    const { rows } = await db.pool.query(`SELECT event_type, actor_id, policy_version FROM ratchet.events WHERE task_id = $1 ORDER BY seq`, [result.runId]);
+    expect(rows.map((r) => [r.event_type, r.policy_version])).toEqual([
+      ['started', 'pricing-2026-11'],
+      ['completed', 'pricing-2026-11'],
+    ]);
+    expect(rows.every((r) => /^engine:/.test(r.actor_id))).toBe(true);
+  });
+
   it('returns the existing run for a reused key without executing it again', async () => {
     const first = await engine.run(order, { id: 2, items: ['x'] }, { idempotencyKey: 'order-2' });
     const again = await engine.run(order, { id: 2, items: ['x'] }, { idempotencyKey: 'order-2' });

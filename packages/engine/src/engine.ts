@@ -124,7 +124,7 @@ export async function createEngine(options: EngineOptions = {}): Promise<Engine>
       return worker;
     },
     async run(wf, input, runOptions = {}) {
-      const task = newTaskFor(wf, input, runOptions, owner);
+      const task = newTaskFor(wf, input, runOptions, owner, runtime.policyVersion);
       registry.add(wf);
       const row = await createLeasedTask(core.pool, task, owner, leaseMs);
       if (!row) {

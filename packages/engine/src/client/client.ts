@@ -79,7 +79,7 @@ const FINAL: ReadonlySet<TaskState> = new Set(['completed', 'failed', 'cancelled
 const RESULT_POLL_MS = 1_000;
 
 /** Validated start arguments → the row to insert. Shared with the direct path (engine.run). */
-export function newTaskFor(wf: Workflow, input: unknown, options: StartOptions, actorId: string): NewTask {
+export function newTaskFor(wf: Workflow, input: unknown, options: StartOptions, actorId: string, policyVersion: string | null = null): NewTask {
   if (!isWorkflow(wf)) throw new ValidationError('must be a workflow made by workflow()', { path: ['workflow'] });
   if (typeof options !== 'object' || options === null) throw new ValidationError('options must be an object', { path: ['options'] });
   const tenantId = tenantOf(options.tenantId);
@@ -106,6 +106,7 @@ export function newTaskFor(wf: Workflow, input: unknown, options: StartOptions, 
     traceId: ids.traceId,
     spanId: ids.spanId,
     actorId,
+    policyVersion,
     eventPayload: { inputHash: hash, inputBytes: Buffer.byteLength(JSON.stringify(stored ?? null)), ...(idempotencyKey ? { keyed: true } : {}) },
   };
 }
@@ -153,7 +154,7 @@ export class Client {
 
   /** Validates the input, inserts the run with its `started` event and wakes workers — one statement. */
   async start<W extends Workflow<any, any, any>>(wf: W, input: WorkflowRawInput<W>, options: StartOptions = {}): Promise<RunHandle<WorkflowOutput<W>>> {
-    const task = newTaskFor(wf, input, options, this.#actorId);
+    const task = newTaskFor(wf, input, options, this.#actorId, this.#core.runtime.policyVersion);
     const row = await createTask(this.#core.pool, task);
     const runId = row ? row.id : (await existingRun(this.#core, task)).id;
     return this.handle<WorkflowOutput<W>>(runId, task.tenantId);

@@ -521,7 +521,7 @@ export class Execution {
         : outcome.state === 'sleeping'
           ? { state: 'sleeping', event: 'sleeping', dueAt: outcome.wakeAt, payload: { wakeAt: outcome.wakeAt.toISOString() } }
           : { state: outcome.state, event: outcome.state, error: outcome.error, payload: { code: outcome.error.code ?? null, error: outcome.error.name } };
-    if (this.#deps.options.policyVersion) transition.payload = { ...transition.payload, policyVersion: this.#deps.options.policyVersion };
+    transition.policyVersion = this.#deps.options.policyVersion;
     try {
       const version = await transitionWithRetry(this.#deps.pool, this.fence, transition, this.#deps.onError);
       if (version === null) {

@@ -36,6 +36,7 @@ export interface NewTask {
   actorId: string;
   /** Redacted facts for the `started` event. */
   eventPayload: Record<string, unknown>;
+  policyVersion: string | null;
 }
 
 const INSERT_COLUMNS = `tenant_id, id, workflow_name, workflow_version, state, due_at, lease_owner, lease_expires_at,
@@ -44,8 +45,8 @@ const INSERT_COLUMNS = `tenant_id, id, workflow_name, workflow_version, state, d
 
 const STARTED_EVENT = `
   e AS (
-    INSERT INTO ratchet.events (tenant_id, task_id, seq, event_type, actor_id, payload, trace_id, span_id, created_at)
-    SELECT t."tenantId", t.id, t."stateVersion", 'started', $14, $15, t."traceId", t."spanId", t."createdAt" FROM t
+    INSERT INTO ratchet.events (tenant_id, task_id, seq, event_type, actor_id, payload, policy_version, trace_id, span_id, created_at)
+    SELECT t."tenantId", t.id, t."stateVersion", 'started', $14, $15, $16, t."traceId", t."spanId", t."createdAt" FROM t
   )`;
 
 const insertPendingTask = {
@@ -68,8 +69,8 @@ const insertLeasedTask = {
   text: `
     WITH t AS (
       INSERT INTO ratchet.tasks AS t (${INSERT_COLUMNS})
-      VALUES ($1, $2, $3, $4, 'running', ratchet.now() + $16 * interval '1 millisecond', $17,
-              ratchet.now() + $16 * interval '1 millisecond', 1, $5, $6, $7, $8, $9, $10,
+      VALUES ($1, $2, $3, $4, 'running', ratchet.now() + $17 * interval '1 millisecond', $18,
+              ratchet.now() + $17 * interval '1 millisecond', 1, $5, $6, $7, $8, $9, $10,
               ratchet.now() + $11 * interval '1 millisecond', $12, $13, ratchet.now(), ratchet.now())
       ON CONFLICT (idempotency_key, workflow_name, tenant_id) WHERE idempotency_key IS NOT NULL DO NOTHING
       RETURNING ${TASK_COLUMNS}
@@ -94,6 +95,7 @@ function insertValues(task: NewTask): unknown[] {
     task.spanId,
     task.actorId,
     JSON.stringify(task.eventPayload),
+    task.policyVersion,
   ];
 }
 
@@ -161,12 +163,12 @@ export interface ClaimedTask extends TaskRecord {
  */
 export async function claimTasks(
   db: Queryable,
-  args: { names: string[]; versions: string[]; limit: number; owner: string; leaseMs: number; maxClaims: number },
+  args: { names: string[]; versions: string[]; limit: number; owner: string; leaseMs: number; maxClaims: number; policyVersion?: string | null },
 ): Promise<ClaimedTask[]> {
   const { rows } = await db.query<ClaimedTask>({
     name: 'ratchet_claim_tasks',
     text: CLAIM_TASKS_SQL,
-    values: [args.names, args.versions, args.limit, args.owner, args.leaseMs, args.maxClaims],
+    values: [args.names, args.versions, args.limit, args.owner, args.leaseMs, args.maxClaims, args.policyVersion ?? null],
   });
   return rows;
 }
@@ -198,7 +200,7 @@ export const CLAIM_TASKS_SQL = `
      WHERE t.tenant_id = c.tenant_id AND t.id = c.id
     RETURNING ${TASK_COLUMNS}, c.prior_state, c.prior_owner
   ), e AS (
-    INSERT INTO ratchet.events (tenant_id, task_id, seq, event_type, actor_id, payload, trace_id, span_id, created_at)
+    INSERT INTO ratchet.events (tenant_id, task_id, seq, event_type, actor_id, payload, policy_version, trace_id, span_id, created_at)
     SELECT u."tenantId", u.id, u."stateVersion",
            CASE WHEN u.state = 'parked' THEN 'parked'
                 WHEN u.prior_state = 'pending' THEN 'claimed'
@@ -207,7 +209,7 @@ export const CLAIM_TASKS_SQL = `
            $4,
            jsonb_strip_nulls(jsonb_build_object('claims', u."claimCount", 'from', u.prior_state, 'previousOwner', u.prior_owner,
                              'reason', CASE WHEN u.state = 'parked' THEN 'poison_pill' END)),
-           u."traceId", u."spanId", ratchet.now()
+           $7, u."traceId", u."spanId", ratchet.now()
       FROM u
   )
   SELECT u.*, ratchet.now() AS "claimedAt" FROM u`;
@@ -278,6 +280,7 @@ export interface Transition {
   payload?: Record<string, unknown>;
   /** For waiting: move only if no signal arrived since the owner last looked. */
   expectedSignalSeq?: number;
+  policyVersion?: string | null;
 }
 
 /**
@@ -307,8 +310,8 @@ export async function transitionTask(db: Queryable, fence: Fence, to: Transition
            AND ($11::int IS NULL OR t.signal_seq = $11)
         RETURNING t.tenant_id, t.id, t.state_version, t.result_awaited, t.trace_id, t.span_id
       ), e AS (
-        INSERT INTO ratchet.events (tenant_id, task_id, seq, event_type, actor_id, payload, trace_id, span_id, created_at)
-        SELECT t.tenant_id, t.id, t.state_version, $6, $3, $10, t.trace_id, t.span_id, ratchet.now() FROM t
+        INSERT INTO ratchet.events (tenant_id, task_id, seq, event_type, actor_id, payload, policy_version, trace_id, span_id, created_at)
+        SELECT t.tenant_id, t.id, t.state_version, $6, $3, $10, $12, t.trace_id, t.span_id, ratchet.now() FROM t
       ), n AS (
         SELECT pg_notify('${DONE_CHANNEL}', t.id::text) FROM t
          WHERE t.result_awaited AND $5 IN ('completed', 'failed', 'cancelled')
@@ -326,6 +329,7 @@ export async function transitionTask(db: Queryable, fence: Fence, to: Transition
       to.error == null ? null : JSON.stringify(to.error),
       to.payload === undefined ? null : JSON.stringify(to.payload),
       to.expectedSignalSeq ?? null,
+      to.policyVersion ?? null,
     ],
   });
   return rows[0]?.stateVersion ?? null;

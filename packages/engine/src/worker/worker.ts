@@ -122,6 +122,7 @@ export class Worker {
             owner: this.workerId,
             leaseMs: this.#leases.leaseMs,
             maxClaims: this.#core.maxClaims,
+            policyVersion: this.#core.runtime.policyVersion,
           });
           backoff = 100;
         } catch (error) {
