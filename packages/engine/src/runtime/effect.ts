@@ -34,7 +34,8 @@ import {
 import { getOperationByKey } from '../store/operations.js';
 import type { OperationRecord } from '../store/rows.js';
 import { UNIQUE_VIOLATION, sqlState } from '../store/sqlstate.js';
-import { delay, type Execution } from './execution.js';
+import { delay } from './checkpoint.js';
+import type { Execution } from './execution.js';
 import { recordedValue } from './json.js';
 
 export type EffectKind = 'effect' | 'tool';

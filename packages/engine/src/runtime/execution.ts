@@ -26,31 +26,26 @@ import {
   ValidationError,
   deserializeError,
   isRatchetError,
-  parseDuration,
   parseWorkflowInput,
   parseWorkflowOutput,
   resolveRetryPolicy,
   seededRandom,
-  seededUuid,
   serializeError,
-  type Duration,
   type ResolvedRetryPolicy,
   type SerializedError,
   type Workflow,
-  type WorkflowContext,
 } from '@ratchet/sdk';
 import { uuidv7 } from '../ids.js';
 import { activeTraceIds, type Instrumentation, type StepInfo } from '../instrumentation.js';
 import { fault, type FaultHooks, type FaultPoint } from '../faults.js';
-import { fenceHolds, transitionTask, type Transition } from '../store/tasks.js';
-import { getOperation, writeOperation, type OperationWrite, type WrittenOperation } from '../store/operations.js';
+import type { Transition } from '../store/tasks.js';
+import type { OperationWrite, WrittenOperation } from '../store/operations.js';
 import type { Fence, OperationRecord, TaskRecord } from '../store/rows.js';
-import { sqlState } from '../store/sqlstate.js';
 import type { LeaseKeeper } from '../worker/lease.js';
 import type { OperationKind } from '../schema/index.js';
-import { runEffect, type EffectKind } from './effect.js';
+import { createContext } from './context.js';
 import { recordedValue } from './json.js';
-import { runStep } from './step.js';
+import { transitionFenced, writeCheckpoint } from './checkpoint.js';
 
 export interface RuntimeOptions {
   /** Default timeout of one effect attempt. */
@@ -86,9 +81,6 @@ export interface ExecutionDeps {
 }
 
 const NEVER: Promise<never> = new Promise(() => {});
-
-/** Connection-level failures (no SQLSTATE) are retried this often before the segment gives up. */
-const WRITE_ATTEMPTS = 4;
 
 export class Execution {
   readonly fence: Fence;
@@ -187,46 +179,13 @@ export class Execution {
       void this.#settle({ state: 'failed', error: serializeError(error) });
       return;
     }
-    const ctx = this.#context();
+    const ctx = createContext(this, Math.max(1, this.#deps.task.claimCount));
     Promise.resolve()
       .then(() => workflow.fn(ctx, input))
       .then(
         (output) => this.#onReturn(output),
         (error: unknown) => this.#onThrow(error),
       );
-  }
-
-  // ---------------------------------------------------------------- the ctx object
-
-  #context(): WorkflowContext {
-    const notYet = (what: string) => () =>
-      Promise.reject(new RatchetError(`ctx.${what} is not available in this version of @ratchet/engine`, { code: 'NOT_IMPLEMENTED', runId: this.runId }));
-    const ctx: WorkflowContext = {
-      runId: this.runId,
-      tenantId: this.tenantId,
-      attempt: Math.max(1, this.#deps.task.claimCount),
-      step: (name, fn, opts) => this.call(name, 'step', (key, rec) => runStep(this, key, rec, fn, opts)),
-      effect: (name, opts) => this.call(name, 'effect', (key, rec) => runEffect(this, 'effect' as EffectKind, name, key, rec, opts)),
-      tool: (name, opts) => this.call(name, 'tool', (key, rec) => runEffect(this, 'tool' as EffectKind, name, key, rec, opts)),
-      sleep: (name, duration) => this.call(name, 'sleep', (key, rec) => this.#sleep(name, key, rec, () => this.dbNow() + parseMs(duration))),
-      sleepUntil: (name, at) =>
-        this.call(name, 'sleep', (key, rec) => {
-          if (!(at instanceof Date) || Number.isNaN(at.getTime())) {
-            return Promise.reject(new ValidationError('sleepUntil needs a valid Date', { path: ['at'] }));
-          }
-          return this.#sleep(name, key, rec, () => at.getTime());
-        }),
-      infer: notYet('infer'),
-      waitFor: notYet('waitFor'),
-      seal: notYet('seal'),
-      commit: notYet('commit'),
-      child: notYet('child'),
-      emit: notYet('emit'),
-      now: () => new Date(this.#lastFact.getTime()),
-      random: () => this.#random(),
-      uuid: () => seededUuid(this.#random),
-    };
-    return Object.freeze(ctx);
   }
 
   /**
@@ -284,6 +243,16 @@ export class Execution {
   }
 
   // ---------------------------------------------------------------- services for step kinds
+
+  /** ctx.now(): the time of the latest durable fact. */
+  now(): Date {
+    return new Date(this.#lastFact.getTime());
+  }
+
+  /** ctx.random(): the generator seeded by the run id and the latest step key. */
+  random(): number {
+    return this.#random();
+  }
 
   /** The database's time now, estimated from the offset seen at claim and at each lease renewal. */
   dbNow(): number {
@@ -362,65 +331,22 @@ export class Execution {
   }
 
   /**
-   * Writes a step record in one fenced statement. Resolves to the written row; if the lease is
-   * lost, the segment stops and the promise never resolves. A connection lost mid-write (even at
-   * COMMIT) is retried with the same row id, then settled by comparing the row found.
+   * Writes a step record in one fenced statement (see checkpoint.ts). Resolves to the written
+   * row; if the run is no longer ours or the database stays unreachable, the segment stops and
+   * the promise never resolves.
    */
   async write(op: Omit<OperationWrite, 'id' | 'seq' | 'traceId' | 'spanId'> & { id?: string; seq?: number }): Promise<WrittenOperation> {
     if (this.#settling) return NEVER;
     const ids = activeTraceIds();
     const full: OperationWrite = { ...op, id: op.id ?? uuidv7(), seq: op.seq ?? this.#nextSeq++, traceId: ids.traceId, spanId: ids.spanId };
-    for (let attempt = 1; ; attempt += 1) {
-      try {
-        const written = await writeOperation(this.#deps.pool, this.fence, full);
-        if (written) {
-          this.#clockOffset = written.now.getTime() - Date.now();
-          if (this.#lease) this.#lease.progressed = true;
-          return written;
-        }
-        return await this.#explainMissingWrite(full);
-      } catch (error) {
-        if (sqlState(error) !== undefined || attempt >= WRITE_ATTEMPTS) throw error;
-        this.#deps.onError?.(error);
-        await delay(100 * 2 ** attempt);
-      }
+    const written = await writeCheckpoint(this.#deps.pool, this.fence, full, this.#deps.onError);
+    if (written === 'lost') {
+      this.#lose();
+      return NEVER;
     }
-  }
-
-  /** Nothing was written: either our earlier identical write committed, or the run is no longer ours. */
-  async #explainMissingWrite(op: OperationWrite): Promise<WrittenOperation> {
-    const row = await getOperation(this.#deps.pool, this.tenantId, this.runId, op.stepKey);
-    if (row && row.id === op.id && row.state === op.state && row.attempt === op.attempt && (await fenceHolds(this.#deps.pool, this.fence))) {
-      return { id: row.id, createdAt: row.createdAt, completedAt: row.completedAt, deadlineAt: row.deadlineAt, now: new Date(this.dbNow()) };
-    }
-    this.#lose();
-    return NEVER;
-  }
-
-  // ---------------------------------------------------------------- sleep
-
-  async #sleep(name: string, key: string, recorded: OperationRecord | undefined, target: () => number): Promise<void> {
-    let wakeAt: Date;
-    if (recorded) {
-      wakeAt = new Date((recorded.result as { wakeAt: string }).wakeAt);
-    } else {
-      wakeAt = new Date(target());
-      await this.write({
-        stepName: name,
-        stepKey: key,
-        kind: 'sleep',
-        idempotencyKey: null,
-        inputHash: null,
-        state: 'succeeded',
-        attempt: 1,
-        expectedAttempt: null,
-        inFlight: false,
-        deadlineInMs: null,
-        result: { wakeAt: wakeAt.toISOString() },
-      });
-    }
-    await this.waitUntil(key, wakeAt);
-    this.fact(key, wakeAt);
+    if (written.now) this.#clockOffset = written.now.getTime() - Date.now();
+    if (this.#lease) this.#lease.progressed = true;
+    return written;
   }
 
   // ---------------------------------------------------------------- settling
@@ -523,7 +449,7 @@ export class Execution {
           : { state: outcome.state, event: outcome.state, error: outcome.error, payload: { code: outcome.error.code ?? null, error: outcome.error.name } };
     transition.policyVersion = this.#deps.options.policyVersion;
     try {
-      const version = await transitionWithRetry(this.#deps.pool, this.fence, transition, this.#deps.onError);
+      const version = await transitionFenced(this.#deps.pool, this.fence, transition, this.#deps.onError);
       if (version === null) {
         this.#abort.abort();
         this.#resolveOutcome({ state: 'lost' });
@@ -541,42 +467,7 @@ export class Execution {
   }
 }
 
-async function transitionWithRetry(
-  pool: pg.Pool,
-  fence: Fence,
-  transition: Transition,
-  onError: ((error: unknown) => void) | undefined,
-): Promise<number | null> {
-  for (let attempt = 1; ; attempt += 1) {
-    try {
-      const version = await transitionTask(pool, fence, transition);
-      if (version !== null) return version;
-      // Nothing moved: a retry after a COMMIT whose answer was lost finds the version already moved.
-      return attempt > 1 && (await movedByUs(pool, fence, transition)) ? fence.stateVersion + 1 : null;
-    } catch (error) {
-      if (sqlState(error) !== undefined || attempt >= WRITE_ATTEMPTS) throw error;
-      onError?.(error);
-      await delay(100 * 2 ** attempt);
-    }
-  }
-}
-
-async function movedByUs(pool: pg.Pool, fence: Fence, transition: Transition): Promise<boolean> {
-  const { rows } = await pool.query(
-    `SELECT 1 FROM ratchet.events WHERE tenant_id = $1 AND task_id = $2 AND seq = $3 AND actor_id = $4 AND event_type = $5`,
-    [fence.tenantId, fence.taskId, fence.stateVersion + 1, fence.owner, transition.event],
-  );
-  return rows.length > 0;
-}
-
 function recordedOutput(workflow: Workflow, output: unknown): unknown {
   return recordedValue(parseWorkflowOutput(workflow, output), 'output');
 }
 
-function parseMs(duration: Duration): number {
-  return parseDuration(duration, 'duration');
-}
-
-export function delay(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}

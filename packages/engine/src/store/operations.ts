@@ -62,7 +62,8 @@ export interface WrittenOperation {
   createdAt: Date;
   completedAt: Date | null;
   deadlineAt: Date | null;
-  now: Date;
+  /** ratchet.now() when written; null when the row was found rather than written. */
+  now: Date | null;
 }
 
 export const WRITE_OPERATION_SQL = `

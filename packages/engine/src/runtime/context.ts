@@ -1,0 +1,40 @@
+/**
+ * The `ctx` a workflow function receives: each durable call goes through `Execution.call` (step
+ * key, replay lookup, bookkeeping) into the module that implements its kind.
+ */
+import { RatchetError, ValidationError, parseDuration, seededUuid, type WorkflowContext } from '@ratchet/sdk';
+import { runEffect } from './effect.js';
+import type { Execution } from './execution.js';
+import { runSleep } from './sleep.js';
+import { runStep } from './step.js';
+
+export function createContext(run: Execution, attempt: number): WorkflowContext {
+  const notYet = (what: string) => () =>
+    Promise.reject(new RatchetError(`ctx.${what} is not available in this version of @ratchet/engine`, { code: 'NOT_IMPLEMENTED', runId: run.runId }));
+  const ctx: WorkflowContext = {
+    runId: run.runId,
+    tenantId: run.tenantId,
+    attempt,
+    step: (name, fn, opts) => run.call(name, 'step', (key, rec) => runStep(run, key, rec, fn, opts)),
+    effect: (name, opts) => run.call(name, 'effect', (key, rec) => runEffect(run, 'effect', name, key, rec, opts)),
+    tool: (name, opts) => run.call(name, 'tool', (key, rec) => runEffect(run, 'tool', name, key, rec, opts)),
+    sleep: (name, duration) => run.call(name, 'sleep', (key, rec) => runSleep(run, name, key, rec, () => run.dbNow() + parseDuration(duration, 'duration'))),
+    sleepUntil: (name, at) =>
+      run.call(name, 'sleep', (key, rec) => {
+        if (!(at instanceof Date) || Number.isNaN(at.getTime())) {
+          return Promise.reject(new ValidationError('sleepUntil needs a valid Date', { path: ['at'] }));
+        }
+        return runSleep(run, name, key, rec, () => at.getTime());
+      }),
+    infer: notYet('infer'),
+    waitFor: notYet('waitFor'),
+    seal: notYet('seal'),
+    commit: notYet('commit'),
+    child: notYet('child'),
+    emit: notYet('emit'),
+    now: () => run.now(),
+    random: () => run.random(),
+    uuid: () => seededUuid(() => run.random()),
+  };
+  return Object.freeze(ctx);
+}
