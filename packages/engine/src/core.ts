@@ -10,11 +10,13 @@ import type { FaultHooks } from './faults.js';
 import type { Instrumentation } from './instrumentation.js';
 import type { RuntimeOptions } from './runtime/execution.js';
 import type { Listener } from './worker/listener.js';
+import type { ContractRegistry } from './contracts/registry.js';
 import { DEFAULT_TENANT_ID, isUuid } from './ids.js';
 
 export interface EngineCore {
   readonly pool: pg.Pool;
   readonly registry: Registry;
+  readonly contracts: ContractRegistry;
   readonly runtime: RuntimeOptions;
   readonly leaseMs: number;
   readonly maxClaims: number;

@@ -28,6 +28,10 @@ import { LeaseKeeper } from './worker/lease.js';
 import { Listener } from './worker/listener.js';
 import { Worker, type WorkerOptions } from './worker/worker.js';
 import type { FaultHooks } from './faults.js';
+import type { PgTable } from 'drizzle-orm/pg-core';
+import type { Action, Check } from '@ratchet/sdk';
+import { ContractRegistry } from './contracts/registry.js';
+import { ContractStats, type ContractStatsReport } from './contracts/stats.js';
 import type { Instrumentation } from './instrumentation.js';
 
 export interface EngineOptions {
@@ -43,6 +47,16 @@ export interface EngineOptions {
   effectTimeout?: Duration;
   /** After an in-flight effect's deadline, the wait before it may be attempted again. Default 5 s. */
   effectMargin?: Duration;
+  /** The commit whitelist: actions contract operations may name. */
+  actions?: readonly Action<any, any, any>[];
+  /** Custom dependency predicates (`{ kind: 'check' }`). */
+  checks?: readonly Check<any, any>[];
+  /** Application tables (drizzle) that `exists` / `notExists` dependencies may name. */
+  contractTables?: readonly PgTable[];
+  /** Samples `ctx.infer` takes at most when answers fail the schema. Default 3. */
+  maxSamples?: number;
+  /** Store prompts with infer records. Default false: only their SHA-256 is stored. */
+  recordPrompts?: boolean;
   /** Claims without progress before a run is parked as a poison pill. Default 10. */
   maxClaims?: number;
   /** Recorded on events, for audits of which policy moved a run. */
@@ -74,6 +88,8 @@ export interface Engine {
    */
   run<W extends Workflow<any, any, any>>(wf: W, input: WorkflowRawInput<W>, options?: Pick<StartOptions, 'tenantId' | 'idempotencyKey' | 'runId'>): Promise<RunResult<WorkflowOutput<W>>>;
   readonly client: Client;
+  /** Operator metrics of sealed contracts. */
+  readonly contracts: { stats(options?: { since?: Date; tenantId?: string }): Promise<ContractStatsReport> };
   /** A worker for the engine's workflows; `start()` it. */
   worker(options?: WorkerOptions): Worker;
   /** The pool the engine uses (for the application's own queries in the same database). */
@@ -92,13 +108,24 @@ export async function createEngine(options: EngineOptions = {}): Promise<Engine>
     effectTimeoutMs: parseDuration(options.effectTimeout ?? '5m', 'effectTimeout'),
     effectMarginMs: parseDuration(options.effectMargin ?? '5s', 'effectMargin'),
     inMemoryWaitMs: 1_000,
+    maxSamples: options.maxSamples ?? 3,
+    recordPrompts: options.recordPrompts === true,
     policyVersion: options.policyVersion ?? null,
   };
+  if (!Number.isInteger(runtime.maxSamples) || runtime.maxSamples < 1 || runtime.maxSamples > 100) {
+    throw new ValidationError('must be an integer from 1 to 100', { path: ['maxSamples'] });
+  }
+  const contracts = new ContractRegistry({
+    ...(options.actions ? { actions: options.actions } : {}),
+    ...(options.checks ? { checks: options.checks } : {}),
+    ...(options.contractTables ? { contractTables: options.contractTables } : {}),
+  });
   const database: Database = await openDatabase(options.database, options.poolSize);
   const onError = options.onError ?? (() => {});
   const core: EngineCore = {
     pool: database.pool,
     registry,
+    contracts,
     runtime,
     leaseMs,
     maxClaims,
@@ -116,6 +143,7 @@ export async function createEngine(options: EngineOptions = {}): Promise<Engine>
   return {
     pool: core.pool,
     client,
+    contracts: new ContractStats(core.pool),
     migrate: () => migrateSchema(core.pool),
     checkSchema: () => checkSchema(core.pool),
     worker(workerOptions) {
@@ -132,7 +160,7 @@ export async function createEngine(options: EngineOptions = {}): Promise<Engine>
         return resultOf(existing.id, existing.state, existing.output, existing.error);
       }
       const execution = new Execution(
-        { pool: core.pool, workflow: wf, task: row, owner, dbNow: row.createdAt, leases, options: runtime, faults: core.faults, instrumentation: core.instrumentation, onError },
+        { pool: core.pool, workflow: wf, task: row, owner, dbNow: row.createdAt, leases, options: runtime, contracts, faults: core.faults, instrumentation: core.instrumentation, onError },
         [],
       );
       const outcome = await execution.execute();

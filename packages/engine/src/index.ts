@@ -31,6 +31,8 @@ export type { MigrationStatus } from './store/migrate.js';
 export type { Instrumentation, SegmentInfo, StepInfo } from './instrumentation.js';
 export { FAULT_POINTS } from './faults.js';
 export type { FaultContext, FaultHooks, FaultPoint } from './faults.js';
+export type { ContractStatsReport } from './contracts/stats.js';
+export type { InferRecord } from './runtime/infer.js';
 export { DEFAULT_TENANT_ID } from './ids.js';
 export { TASK_STATES, OPERATION_STATES, OPERATION_KINDS, EVENT_TYPES, CONTRACT_STATUSES } from './schema/index.js';
 export type { TaskState, OperationState, OperationKind, EventType, ContractStatus } from './schema/index.js';

@@ -8,13 +8,22 @@ import { ValidationError } from './errors.js';
 import { isZodSchema } from './schema.js';
 
 /**
- * The commit transaction as actions and checks see it: a node-pg `PoolClient` fits. Bind every
- * value through `values` (`$1`, `$2`…); agent output is data, never spliced into SQL.
+ * What an engine adds to `ActionTx` (declaration merging): @ratchet/engine adds `db`, a drizzle
+ * database bound to the commit transaction. Empty here, so the SDK stays free of drizzle.
  */
-export interface ActionTx {
+// eslint-disable-next-line @typescript-eslint/no-empty-object-type
+export interface ActionTxExtensions {}
+
+/**
+ * The commit transaction as actions and checks see it. Bind every value through `values`
+ * (`$1`, `$2`…) or drizzle's query builder; agent output is data, never spliced into SQL.
+ */
+export interface ActionTx extends ActionTxExtensions {
   // `any` rows: the caller knows its columns; a row type per query belongs in the action.
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   query(text: string, values?: unknown[]): Promise<{ rows: any[]; rowCount: number | null }>;
+  /** Writes an outbox message in the commit transaction: published only if the contract commits. */
+  emit(topic: string, payload: unknown, options?: { key?: string }): Promise<void>;
 }
 
 /** What `defineAction()` takes. */

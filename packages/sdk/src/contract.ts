@@ -17,12 +17,19 @@ export type Dependency =
   | { kind: 'notExists'; table: string; where: Record<string, unknown> }
   | { kind: 'check'; check: string; input: unknown };
 
-/** The body that is serialized canonically and hashed when a contract is sealed. */
+/**
+ * The body that is serialized canonically and hashed when a contract is sealed. Everything in it
+ * is fixed by the run's durable facts, so every replay seals byte-identical bodies.
+ */
 export interface ContractBody {
   /** The contract format version. */
   version: number;
-  /** Absent when `SealOptions.agent` was not given. */
-  agent?: string;
+  /** The agent that decided (`SealOptions.agent`), or null. */
+  agent: string | null;
+  /** The run that sealed it. */
+  runId: string;
+  /** `ctx.now()` at sealing (ISO 8601): the time of the latest durable fact, not the wall clock. */
+  sealedAt: string;
   operations: ContractOperation[];
   dependencies: Dependency[];
 }

@@ -20,7 +20,7 @@
  */
 
 export { defineAction, defineCheck, isAction, isCheck } from './actions.js';
-export type { Action, ActionDefinition, ActionTx, Check, CheckDefinition } from './actions.js';
+export type { Action, ActionDefinition, ActionTx, ActionTxExtensions, Check, CheckDefinition } from './actions.js';
 
 export { canonicalJson, hashCanonical, sha256Hex, toJsonValue } from './canonical-json.js';
 

@@ -77,3 +77,20 @@ async function movedByUs(pool: pg.Pool, fence: Fence, transition: Transition): P
 export function delay(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
+
+/**
+ * Runs `statement`, repeating it after connection errors (not SQL errors) with backoff; 'lost'
+ * when the database stays unreachable. The statement must be safe to repeat.
+ */
+export async function withReconnects<T>(statement: () => Promise<T>, onError: ((error: unknown) => void) | undefined): Promise<T | 'lost'> {
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await statement();
+    } catch (error) {
+      if (sqlState(error) !== undefined) throw error;
+      onError?.(error);
+      if (attempt >= ATTEMPTS) return 'lost';
+      await delay(100 * 2 ** attempt);
+    }
+  }
+}

@@ -3,7 +3,11 @@
  * key, replay lookup, bookkeeping) into the module that implements its kind.
  */
 import { RatchetError, ValidationError, parseDuration, seededUuid, type WorkflowContext } from '@ratchet/sdk';
+import { isUuid } from '../ids.js';
+import { runCommit } from './commit.js';
 import { runEffect } from './effect.js';
+import { runInfer } from './infer.js';
+import { runSeal } from './seal.js';
 import type { Execution } from './execution.js';
 import { runSleep } from './sleep.js';
 import { runStep } from './step.js';
@@ -26,10 +30,16 @@ export function createContext(run: Execution, attempt: number): WorkflowContext 
         }
         return runSleep(run, name, key, rec, () => at.getTime());
       }),
-    infer: notYet('infer'),
+    infer: (name, opts) => run.call(name, 'infer', (key, rec) => runInfer(run, name, key, rec, opts)),
     waitFor: notYet('waitFor'),
-    seal: notYet('seal'),
-    commit: notYet('commit'),
+    seal: (name, opts) => run.call(name, 'seal', (key, rec) => runSeal(run, name, key, rec, opts)),
+    commit: (contract) => {
+      if (typeof contract !== 'object' || contract === null || !isUuid(contract.id) || typeof contract.hash !== 'string') {
+        return Promise.reject(new ValidationError('must be the SealedContract ctx.seal returned', { path: ['contract'] }));
+      }
+      const name = `commit:${contract.id}`;
+      return run.call(name, 'commit', (key, rec) => runCommit(run, name, key, rec, contract));
+    },
     child: notYet('child'),
     emit: notYet('emit'),
     now: () => run.now(),

@@ -43,6 +43,7 @@ import type { OperationWrite, WrittenOperation } from '../store/operations.js';
 import type { Fence, OperationRecord, TaskRecord } from '../store/rows.js';
 import type { LeaseKeeper } from '../worker/lease.js';
 import type { OperationKind } from '../schema/index.js';
+import type { ContractRegistry } from '../contracts/registry.js';
 import { createContext } from './context.js';
 import { recordedValue } from './json.js';
 import { transitionFenced, writeCheckpoint } from './checkpoint.js';
@@ -54,6 +55,10 @@ export interface RuntimeOptions {
   effectMarginMs: number;
   /** Waits up to this long are timers in memory; longer ones suspend the run durably. */
   inMemoryWaitMs: number;
+  /** Samples a model call may take when answers fail its schema. */
+  maxSamples: number;
+  /** Store prompts with infer records (otherwise only their SHA-256). */
+  recordPrompts: boolean;
   /** Policy version recorded on events. */
   policyVersion: string | null;
 }
@@ -75,6 +80,7 @@ export interface ExecutionDeps {
   dbNow: Date;
   leases: LeaseKeeper;
   options: RuntimeOptions;
+  contracts: ContractRegistry;
   faults?: FaultHooks | undefined;
   instrumentation?: Instrumentation | undefined;
   onError?: ((error: unknown) => void) | undefined;
@@ -310,6 +316,30 @@ export class Execution {
 
   get options(): RuntimeOptions {
     return this.#deps.options;
+  }
+
+  get contracts(): ContractRegistry {
+    return this.#deps.contracts;
+  }
+
+  get onError(): ((error: unknown) => void) | undefined {
+    return this.#deps.onError;
+  }
+
+  /** The next recording order number, for statements that write a step record themselves. */
+  takeSeq(): number {
+    return this.#nextSeq++;
+  }
+
+  /** This run's state_version moved on by our own write (seal, commit): the fence follows it. */
+  advanceVersion(version: number): void {
+    if (version > this.fence.stateVersion) this.fence.stateVersion = version;
+    if (this.#lease) this.#lease.progressed = true;
+  }
+
+  /** The run is no longer ours: stop writing, settle nothing. */
+  lose(): void {
+    this.#lose();
   }
 
   get pool(): pg.Pool {

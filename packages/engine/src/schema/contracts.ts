@@ -7,7 +7,9 @@
  *      └─────────────▶ failed (a dependency did not hold; `error_detail` says which)
  *
  * `body` is the canonical body whose SHA-256 is `body_hash`; commit re-hashes it and refuses a
- * mismatch. The idempotency key is unique per tenant.
+ * mismatch. The idempotency key is unique per tenant. A trigger (migration 0003) refuses any
+ * change of body, hash or identity, any status change but sealed → committed | failed, and any
+ * change at all once settled: status moves only through the engine.
  */
 import { sql } from 'drizzle-orm';
 import { check, foreignKey, index, jsonb, primaryKey, text, uniqueIndex, uuid } from 'drizzle-orm/pg-core';
@@ -29,6 +31,10 @@ export const contracts = ratchetSchema.table(
     body: jsonb('body').notNull(),
     bodyHash: text('body_hash').notNull(),
     status: text('status').$type<ContractStatus>().notNull(),
+    /** Step key of the `ctx.seal` that sealed it. */
+    stepKey: text('step_key'),
+    /** What commit returned (each action's result); set once committed. */
+    result: jsonb('result'),
     errorDetail: jsonb('error_detail'),
     createdAt: createdAt(),
     committedAt: ts('committed_at'),

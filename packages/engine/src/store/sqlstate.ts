@@ -22,3 +22,6 @@ export function sqlState(error: unknown): string | undefined {
   }
   return undefined;
 }
+/** Raised by the contracts guard trigger (migration 0003). */
+export const CONTRACT_GUARD = 'RT002';
+export const INTEGRITY_CONSTRAINT_CLASS = '23';

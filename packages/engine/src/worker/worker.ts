@@ -175,6 +175,7 @@ export class Worker {
             dbNow: task.claimedAt,
             leases: this.#leases,
             options: this.#core.runtime,
+            contracts: this.#core.contracts,
             faults: this.#core.faults,
             instrumentation: this.#core.instrumentation,
             onError: this.#core.onError,

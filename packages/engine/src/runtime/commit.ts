@@ -1,0 +1,332 @@
+/**
+ * `ctx.commit`: applies a sealed contract in ONE SERIALIZABLE transaction (DESIGN §4). The model
+ * is never called inside; agent output reaches SQL only as bound parameters.
+ *
+ *   1. the lease fence (task row FOR UPDATE at owner and state_version) — not ours: stop
+ *   2. lock the contract row; committed already → its stored result (idempotent)
+ *   3. re-hash the stored body; a mismatch with the stored or the caller's hash → ContractTamperedError
+ *   4. every dependency: `exists` locks the rows it finds FOR SHARE, `notExists` takes an
+ *      advisory lock on the key, `check` runs a registered predicate — so they hold against
+ *      READ COMMITTED writers too; one unmet → ContractRejectedError
+ *   5. every operation through its registered action
+ *   6. contract `committed` with its results, the commit's step record, outbox rows, the run's
+ *      `contract_committed` event — then COMMIT
+ *
+ * Serialization failures, deadlocks and dropped connections retry the whole transaction (fence
+ * first) a bounded number of times; a lost lease leaves the contract `sealed` for the new owner.
+ * Rejections are recorded (the contract `failed` with its reason, the step's error), so replay
+ * rethrows them; exhausted retries are StepFailedError.
+ */
+import type pg from 'pg';
+import {
+  ContractRejectedError,
+  ContractTamperedError,
+  RatchetError,
+  StepFailedError,
+  ValidationError,
+  canonicalJson,
+  deserializeError,
+  isRatchetError,
+  parseWithSchema,
+  serializeError,
+  sha256Hex,
+  type CommitResult,
+  type ContractBody,
+  type Dependency,
+  type SealedContract,
+  type SerializedError,
+} from '@ratchet/sdk';
+import { commitTx, type OutboxMessage } from '../contracts/tx.js';
+import type { ContractRegistry } from '../contracts/registry.js';
+import { uuidv7 } from '../ids.js';
+import { activeTraceIds } from '../instrumentation.js';
+import { lockContract, lockFence, ownedVersion, settleContract, type ContractRecord } from '../store/contracts.js';
+import { getOperation } from '../store/operations.js';
+import type { OperationRecord } from '../store/rows.js';
+import { DEADLOCK_DETECTED, INTEGRITY_CONSTRAINT_CLASS, SERIALIZATION_FAILURE, sqlState } from '../store/sqlstate.js';
+import { delay } from './checkpoint.js';
+import type { Execution } from './execution.js';
+import { recordedValue } from './json.js';
+
+/** Attempts at the commit transaction before StepFailedError. */
+const MAX_ATTEMPTS = 6;
+
+const NEVER = new Promise<never>(() => {});
+
+/** A rejection decided inside the transaction: the contract is marked failed with it. */
+class Rejection {
+  constructor(
+    readonly reason: string,
+    readonly error: RatchetError,
+    readonly detail: Record<string, unknown> = {},
+  ) {}
+}
+
+/** An action or check failed (a constraint, a bug, a deliberate throw): rolled back, then recorded as a rejection. */
+class ApplyFailure {
+  constructor(
+    readonly rejection: Rejection,
+    readonly cause: unknown,
+  ) {}
+}
+
+type Attempt =
+  | { kind: 'committed'; result: CommitResult; version: number; at: Date }
+  | { kind: 'rejected'; rejection: Rejection; version: number; at: Date }
+  | { kind: 'settled-before'; row: ContractRecord }
+  | { kind: 'lost' }
+  | { kind: 'retry'; cause: unknown };
+
+export async function runCommit(run: Execution, name: string, key: string, recorded: OperationRecord | undefined, contract: SealedContract): Promise<CommitResult> {
+  if (recorded) return run.replay<CommitResult>(key, recorded);
+  let lastCause: unknown;
+  for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt += 1) {
+    const outcome = await run.instrument({ kind: 'commit', name, stepKey: key, attempt }, () => attemptCommit(run, name, key, contract));
+    switch (outcome.kind) {
+      case 'committed':
+        run.advanceVersion(outcome.version);
+        run.fact(key, outcome.at);
+        return outcome.result;
+      case 'rejected':
+        run.advanceVersion(outcome.version);
+        run.fact(key, outcome.at);
+        throw outcome.rejection.error;
+      case 'settled-before':
+        return adoptSettled(run, name, key, outcome.row);
+      case 'lost':
+        run.lose();
+        return NEVER;
+      case 'retry':
+        lastCause = outcome.cause;
+        await delay(Math.min(2_000, 20 * 2 ** attempt) * (0.5 + Math.random()));
+    }
+  }
+  const failure = new StepFailedError(`commit of contract ${contract.id} did not get through after ${MAX_ATTEMPTS} attempts (serialization failures or lost connections)`, {
+    runId: run.runId,
+    step: key,
+    attempts: MAX_ATTEMPTS,
+    cause: lastCause,
+  });
+  const written = await run.write({
+    stepName: name, stepKey: key, kind: 'commit', idempotencyKey: null, inputHash: null, state: 'failed',
+    attempt: MAX_ATTEMPTS, expectedAttempt: null, inFlight: false, deadlineInMs: null, error: serializeError(failure),
+  });
+  run.fact(key, written.completedAt);
+  throw failure;
+}
+
+/** One try at the transaction; an action's failure is rolled back, then recorded as a rejection in a second transaction. */
+async function attemptCommit(run: Execution, name: string, key: string, contract: SealedContract): Promise<Attempt> {
+  try {
+    return await inTransaction(run, (client) => apply(run, client, name, key, contract));
+  } catch (error) {
+    if (!(error instanceof ApplyFailure)) throw error;
+    return inTransaction(run, async (client) => {
+      const row = await lockContract(client, run.tenantId, contract.id);
+      if (!row || row.status !== 'sealed') return row ? { kind: 'settled-before', row } : { kind: 'retry', cause: error.cause };
+      return reject(run, client, name, key, row, error.rejection);
+    });
+  }
+}
+
+/** BEGIN SERIALIZABLE → fence → body → COMMIT; serialization failures, deadlocks and dropped connections come back as 'retry'. */
+async function inTransaction(run: Execution, body: (client: pg.PoolClient) => Promise<Attempt>): Promise<Attempt> {
+  let client: pg.PoolClient;
+  try {
+    client = await run.pool.connect();
+  } catch (error) {
+    run.onError?.(error);
+    return { kind: 'retry', cause: error };
+  }
+  let broken = false;
+  try {
+    await client.query('BEGIN ISOLATION LEVEL SERIALIZABLE');
+    if (!(await lockFence(client, run.fence))) {
+      await client.query('ROLLBACK');
+      return { kind: 'lost' };
+    }
+    const outcome = await body(client);
+    await client.query('COMMIT');
+    return outcome;
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => (broken = true));
+    const state = sqlState(error);
+    if (state === SERIALIZATION_FAILURE || state === DEADLOCK_DETECTED) return { kind: 'retry', cause: error };
+    if (broken || (state === undefined && isConnectionError(error))) {
+      broken = true;
+      run.onError?.(error);
+      return { kind: 'retry', cause: error };
+    }
+    throw error;
+  } finally {
+    client.release(broken);
+  }
+}
+
+async function apply(run: Execution, client: pg.PoolClient, name: string, key: string, contract: SealedContract): Promise<Attempt> {
+  const row = await lockContract(client, run.tenantId, contract.id);
+  if (!row) {
+    throw new ValidationError(`no contract ${contract.id} in this tenant: pass the value ctx.seal returned`, { path: ['contract'], runId: run.runId });
+  }
+  if (row.status !== 'sealed') return { kind: 'settled-before', row };
+
+  const actual = sha256Hex(canonicalJson(row.body, 'contract'));
+  if (actual !== row.bodyHash || row.bodyHash !== contract.hash) {
+    const error = new ContractTamperedError(
+      `contract ${row.id} does not match its seal: stored hash ${row.bodyHash.slice(0, 12)}…, body hashes to ${actual.slice(0, 12)}…, caller holds ${contract.hash.slice(0, 12)}…; nothing was applied`,
+      { contractId: row.id, expectedHash: row.bodyHash, actualHash: actual, runId: run.runId, step: key },
+    );
+    return reject(run, client, name, key, row, new Rejection('tampered', error, { expectedHash: row.bodyHash, actualHash: actual, callerHash: contract.hash }));
+  }
+  await run.hook('beforeCommit', key);
+
+  const body = row.body as ContractBody;
+  const outbox: OutboxMessage[] = [];
+  const tx = commitTx(client, outbox);
+  const registry = run.contracts;
+  for (const [i, dependency] of body.dependencies.entries()) {
+    let holds: boolean;
+    try {
+      holds = await dependencyHolds(client, tx, registry, dependency);
+    } catch (error) {
+      throw failure(error, `dependencies[${i}]`, run, row);
+    }
+    if (!holds) {
+      const reason = `dependency ${i} does not hold: ${describe(dependency)}`;
+      const error = new ContractRejectedError(`contract ${row.id} rejected: ${reason}`, { reason, dependency, contractId: row.id, runId: run.runId, step: key });
+      return reject(run, client, name, key, row, new Rejection('dependency', error, { index: i, dependency }));
+    }
+  }
+  const results: unknown[] = [];
+  for (const [i, operation] of body.operations.entries()) {
+    const action = registry.action(operation.action);
+    if (!action) {
+      const reason = `operation ${i}: action ${operation.action} is not registered in this deployment`;
+      return reject(run, client, name, key, row, new Rejection('unknown_action', new ContractRejectedError(reason, { reason, contractId: row.id, runId: run.runId, step: key })));
+    }
+    try {
+      const input = parseWithSchema(action.input, operation.input, `operations[${i}].input`);
+      results.push(recordedValue(await action.run(tx, input), `results[${i}]`) ?? null);
+    } catch (error) {
+      throw failure(error, `operations[${i}] (${operation.action})`, run, row);
+    }
+  }
+  const result: CommitResult = { contractId: row.id, hash: row.bodyHash, status: 'committed', results };
+  const ids = activeTraceIds();
+  const settled = await settleContract(client, run.fence, {
+    contractId: row.id,
+    status: 'committed',
+    result: results,
+    errorDetail: null,
+    operation: { id: uuidv7(), stepName: name, stepKey: key, seq: run.takeSeq(), result, error: null, ...ids },
+    outbox,
+    event: 'contract_committed',
+    eventPayload: { contractId: row.id, hash: row.bodyHash, operations: results.length, messages: outbox.length },
+    actorId: run.fence.owner,
+  });
+  return { kind: 'committed', result, version: settled.stateVersion, at: settled.now };
+}
+
+/** Marks the contract failed with the rejection, records the step's error and the event, in the open transaction. */
+async function reject(run: Execution, client: pg.PoolClient, name: string, key: string, row: ContractRecord, rejection: Rejection): Promise<Attempt> {
+  const error = serializeError(rejection.error);
+  const settled = await settleContract(client, run.fence, {
+    contractId: row.id,
+    status: 'failed',
+    result: null,
+    errorDetail: { reason: rejection.reason, error, ...rejection.detail },
+    operation: { id: uuidv7(), stepName: name, stepKey: key, seq: run.takeSeq(), result: undefined, error, ...activeTraceIds() },
+    outbox: [],
+    event: 'contract_failed',
+    eventPayload: { contractId: row.id, reason: rejection.reason },
+    actorId: run.fence.owner,
+  });
+  return { kind: 'rejected', rejection, version: settled.stateVersion, at: settled.now };
+}
+
+/**
+ * The contract was settled before this step reached it: by another step or run, or by this very
+ * step in an attempt whose COMMIT answer was lost. Record (or find) the step's outcome.
+ */
+async function adoptSettled(run: Execution, name: string, key: string, row: ContractRecord): Promise<CommitResult> {
+  const mine = await getOperation(run.pool, run.tenantId, run.runId, key);
+  if (mine) {
+    const version = await ownedVersion(run.pool, run.fence);
+    if (version === null) {
+      run.lose();
+      return NEVER;
+    }
+    run.advanceVersion(version);
+    return run.replay<CommitResult>(key, mine);
+  }
+  if (row.status === 'committed') {
+    const result: CommitResult = { contractId: row.id, hash: row.bodyHash, status: 'committed', results: row.result as unknown[] };
+    const written = await run.write({
+      stepName: name, stepKey: key, kind: 'commit', idempotencyKey: null, inputHash: null, state: 'succeeded',
+      attempt: 1, expectedAttempt: null, inFlight: false, deadlineInMs: null, result,
+    });
+    run.fact(key, written.completedAt);
+    return result;
+  }
+  const error: SerializedError = row.errorDetail?.error ?? { name: 'ContractRejectedError', code: 'CONTRACT_REJECTED', message: `contract ${row.id} failed` };
+  const written = await run.write({
+    stepName: name, stepKey: key, kind: 'commit', idempotencyKey: null, inputHash: null, state: 'failed',
+    attempt: 1, expectedAttempt: null, inFlight: false, deadlineInMs: null, error,
+  });
+  run.fact(key, written.completedAt);
+  throw deserializeError(error);
+}
+
+/** `exists` locks what it finds; `notExists` serializes on an advisory lock of its key; `check` asks the registered predicate. */
+async function dependencyHolds(client: pg.PoolClient, tx: ReturnType<typeof commitTx>, registry: ContractRegistry, dependency: Dependency): Promise<boolean> {
+  if (dependency.kind === 'check') {
+    const check = registry.check(dependency.check);
+    if (!check) throw new ContractRejectedError(`check ${dependency.check} is not registered in this deployment`, { reason: 'unknown_check', dependency });
+    return (await check.check(tx, parseWithSchema(check.input, dependency.input, 'dependency.input'))) === true;
+  }
+  const table = registry.table(dependency.table);
+  if (!table) throw new ContractRejectedError(`table ${dependency.table} is not registered in this deployment`, { reason: 'unknown_table', dependency });
+  const values: unknown[] = [];
+  const conditions = Object.entries(dependency.where).map(([column, value]) => {
+    const sqlColumn = table.columns.get(column);
+    if (!sqlColumn) throw new ContractRejectedError(`table ${table.name} has no column ${column}`, { reason: 'unknown_column', dependency });
+    if (value === null) return `${sqlColumn} IS NULL`;
+    values.push(typeof value === 'object' ? JSON.stringify(value) : value);
+    return `${sqlColumn} = $${values.length}`;
+  });
+  if (dependency.kind === 'exists') {
+    const { rows } = await client.query(`SELECT 1 FROM ${table.sql} WHERE ${conditions.join(' AND ')} FOR SHARE`, values);
+    return rows.length > 0;
+  }
+  // notExists: commits racing on the same key serialize here; a unique constraint on these
+  // columns makes it hold against every other writer too (their insert, or ours, fails).
+  await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`ratchet:notExists:${table.name}:${canonicalJson(dependency.where, 'where')}`]);
+  const { rows } = await client.query(`SELECT 1 FROM ${table.sql} WHERE ${conditions.join(' AND ')} LIMIT 1`, values);
+  return rows.length === 0;
+}
+
+/** An error inside an action or check: retryable ones pass through; the rest reject the contract after a rollback. */
+function failure(error: unknown, where: string, run: Execution, row: ContractRecord): unknown {
+  const state = sqlState(error);
+  if (state === SERIALIZATION_FAILURE || state === DEADLOCK_DETECTED || (state === undefined && isConnectionError(error))) return error;
+  if (isRatchetError(error, 'CONTRACT_REJECTED')) {
+    return new ApplyFailure(new Rejection(String((error as ContractRejectedError).reason ?? 'rejected'), error as RatchetError), error);
+  }
+  const message = (error as Error)?.message ?? String(error);
+  const reason = state?.startsWith(INTEGRITY_CONSTRAINT_CLASS)
+    ? `${where} violated ${(error as { constraint?: string }).constraint ?? 'a constraint'} (SQLSTATE ${state})`
+    : `${where} failed: ${message}`;
+  const rejected = new ContractRejectedError(`contract ${row.id} rejected: ${reason}`, { reason, contractId: row.id, runId: run.runId, cause: error });
+  return new ApplyFailure(new Rejection(state?.startsWith(INTEGRITY_CONSTRAINT_CLASS) ? 'constraint' : 'action_error', rejected, state ? { sqlstate: state } : {}), error);
+}
+
+function isConnectionError(error: unknown): boolean {
+  const code = (error as { code?: unknown })?.code;
+  const message = String((error as Error)?.message ?? '');
+  return (typeof code === 'string' && /^E[A-Z]+$/.test(code)) || /Connection terminated|connection.*(closed|ended)|Client has encountered a connection error/i.test(message);
+}
+
+function describe(dependency: Dependency): string {
+  if (dependency.kind === 'check') return `check ${dependency.check}`;
+  return `${dependency.kind} ${dependency.table} where ${JSON.stringify(dependency.where)}`;
+}
