@@ -15,6 +15,8 @@ contracts.status text NOT NULL
 contracts.error_detail jsonb
 contracts.created_at timestamp with time zone NOT NULL DEFAULT now()
 contracts.committed_at timestamp with time zone
+contracts.step_key text
+contracts.result jsonb
 events.tenant_id uuid NOT NULL
 events.task_id uuid NOT NULL
 events.seq integer NOT NULL
@@ -143,9 +145,11 @@ CREATE INDEX tasks_parent ON ratchet.tasks (parent_id, tenant_id) WHERE (parent_
 CREATE UNIQUE INDEX tasks_pkey ON ratchet.tasks (tenant_id, id)
 
 -- triggers
+contracts TRIGGER contracts_guard BEFORE UPDATE ON ratchet.contracts FOR EACH ROW EXECUTE FUNCTION ratchet.contracts_guard()
 events TRIGGER events_append_only_rows BEFORE DELETE OR UPDATE ON ratchet.events FOR EACH ROW EXECUTE FUNCTION ratchet.events_append_only()
 events TRIGGER events_append_only_truncate BEFORE TRUNCATE ON ratchet.events FOR EACH STATEMENT EXECUTE FUNCTION ratchet.events_append_only()
 
 -- functions
+FUNCTION contracts_guard() RETURNS trigger plpgsql VOLATILE
 FUNCTION events_append_only() RETURNS trigger plpgsql VOLATILE
 FUNCTION now() RETURNS timestamp with time zone sql STABLE

@@ -12,6 +12,7 @@ export const FAULT_POINTS = [
   'beforeStepRecord',
   'duringLeaseRenewal',
   'beforeCommit',
+  'beforeCommitRetry',
   'afterCommitBeforePublish',
 ] as const;
 export type FaultPoint = (typeof FAULT_POINTS)[number];

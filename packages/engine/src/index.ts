@@ -18,6 +18,15 @@
  * await engine.close();
  * ```
  */
+import type { NodePgDatabase } from 'drizzle-orm/node-postgres';
+
+declare module '@ratchet/sdk' {
+  interface ActionTxExtensions {
+    /** Drizzle on the commit transaction's connection: `tx.db.insert(tickets).values(input)`. */
+    readonly db: NodePgDatabase;
+  }
+}
+
 export { createEngine } from './engine.js';
 export type { Engine, EngineOptions, RunResult } from './engine.js';
 export { Client } from './client/client.js';

@@ -39,7 +39,7 @@ export interface EffectOptions<T, I = unknown> {
    * happened. Without it, such an effect is executed again with the same key (at-least-once), or,
    * with `atMostOnce`, marked unknown and its run parked.
    */
-  reconcile?(args: { idempotencyKey: string; input: I }): Promise<{ found: true; result: T } | { found: false }>;
+  reconcile?(args: { idempotencyKey: string; input: I }): Promise<{ found: true; result: NoInfer<T> } | { found: false }>;
   /** Retries of `execute`. Default: the workflow's `retry`, else `DEFAULT_RETRY`. */
   retry?: Partial<RetryPolicy>;
   /** How long one `execute` may take before its signal aborts and the attempt fails. Default: the engine's effect timeout. */

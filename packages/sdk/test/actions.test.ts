@@ -13,7 +13,7 @@ function validationError(fn: () => unknown): ValidationError {
 }
 
 // A fake transaction: enough to call run/check, which is all these tests need.
-const tx = { query: async (text: string, values?: unknown[]) => ({ rows: [{ text, values }], rowCount: 1 }), emit: async () => {} } as ActionTx;
+const tx = { query: async (text: string, values?: unknown[]) => ({ rows: [{ text, values }], rowCount: 1 }), emit: async () => {} } as unknown as ActionTx;
 
 describe('defineAction', () => {
   const insert = defineAction({

@@ -14,6 +14,7 @@ import {
   TimeoutError,
   ValidationError,
   deserializeError,
+  serializeError,
   hashCanonical,
   parseDuration,
   parseWorkflowInput,
@@ -89,6 +90,16 @@ export function newTaskFor(wf: Workflow, input: unknown, options: StartOptions, 
   const concurrencyKey = idempotencyKeyOf(options.concurrencyKey, 'concurrencyKey');
   parseWorkflowInput(wf, input); // ValidationError naming the path; nothing written
   const stored = recordedValue(input, 'input');
+  // The run receives its input back from JSON: a schema that rejects that form (z.date() given a
+  // Date, which JSON turns into a string) would fail every execution. Refuse it now instead.
+  try {
+    parseWorkflowInput(wf, stored);
+  } catch (error) {
+    throw new ValidationError(
+      `the input does not survive JSON (the form the run receives): ${(error as Error).message}; use z.coerce.date() for dates`,
+      { path: (error as ValidationError).path ?? ['input'], cause: error },
+    );
+  }
   const { hash } = hashCanonical(stored ?? null, 'input');
   const ids = activeTraceIds();
   return {
@@ -251,7 +262,7 @@ function settledResult<O>(task: TaskRecord): O {
 
 function errorOf(error: unknown): SerializedError {
   if (typeof error === 'string') return { name: 'Error', message: error };
-  if (error instanceof Error) return { name: error.name, message: error.message };
+  if (error instanceof Error) return serializeError(error);
   if (typeof error === 'object' && error !== null && typeof (error as { message?: unknown }).message === 'string') {
     return { name: String((error as { name?: unknown }).name ?? 'Error'), message: (error as { message: string }).message };
   }

@@ -8,13 +8,6 @@ import { ValidationError, type ActionTx } from '@ratchet/sdk';
 import { uuidv7 } from '../ids.js';
 import { recordedValue } from '../runtime/json.js';
 
-declare module '@ratchet/sdk' {
-  interface ActionTxExtensions {
-    /** Drizzle on the commit transaction's connection: `tx.db.insert(tickets).values(input)`. */
-    readonly db: NodePgDatabase;
-  }
-}
-
 export interface OutboxMessage {
   id: string;
   topic: string;

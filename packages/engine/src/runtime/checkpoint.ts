@@ -32,8 +32,10 @@ export async function writeCheckpoint(
       const written = await writeOperation(pool, fence, op);
       if (written) return written;
       const row = await getOperation(pool, fence.tenantId, fence.taskId, op.stepKey);
-      if (row && row.id === op.id && row.state === op.state && row.attempt === op.attempt && (await fenceHolds(pool, fence))) {
-        return { id: row.id, createdAt: row.createdAt, completedAt: row.completedAt, deadlineAt: row.deadlineAt, now: null };
+      // An insert is recognised by its row id; an update (expectedAttempt set) by what it set.
+      const ours = row && (row.id === op.id || op.expectedAttempt !== null) && row.state === op.state && row.attempt === op.attempt;
+      if (ours && (await fenceHolds(pool, fence))) {
+        return { id: row!.id, createdAt: row!.createdAt, completedAt: row!.completedAt, deadlineAt: row!.deadlineAt, now: null };
       }
       return 'lost';
     } catch (error) {

@@ -81,6 +81,7 @@ export async function runCommit(run: Execution, name: string, key: string, recor
   if (recorded) return run.replay<CommitResult>(key, recorded);
   let lastCause: unknown;
   for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt += 1) {
+    if (attempt > 1) await run.hook('beforeCommitRetry', key, attempt);
     const outcome = await run.instrument({ kind: 'commit', name, stepKey: key, attempt }, () => attemptCommit(run, name, key, contract));
     switch (outcome.kind) {
       case 'committed':

@@ -19,6 +19,7 @@
  */
 import {
   IdempotencyConflictError,
+  NonDeterminismError,
   RatchetError,
   StepFailedError,
   TimeoutError,
@@ -60,10 +61,11 @@ export async function runEffect<T, I>(
   if (recorded) {
     if (recorded.inputHash !== spec.inputHash) {
       run.park(
-        new RatchetError(`replay reached ${kind} ${key} with a different input than it recorded; the code changed under a running version`, {
-          code: 'NON_DETERMINISM',
+        new NonDeterminismError(`replay reached ${kind} ${key} with a different input than it recorded; the code changed under a running version`, {
           runId: run.runId,
           step: key,
+          expected: `${kind} ${key} with input sha256 ${recorded.inputHash ?? '(none)'}`,
+          actual: `${kind} ${key} with input sha256 ${spec.inputHash}`,
         }),
       );
       return new Promise<never>(() => {});
@@ -125,7 +127,18 @@ export async function runEffect<T, I>(
       );
     } catch (error) {
       if (run.settled) return new Promise<never>(() => {});
-      const final = attempt >= spec.policy.maxAttempts || isRatchetError(error, 'NON_RETRYABLE') || isRatchetError(error, 'VALIDATION');
+      if (spec.atMostOnce && isRatchetError(error, 'TIMEOUT')) {
+        // A timed-out attempt may have happened: never try again by ourselves. An operator decides.
+        await run.write({
+          ...base, idempotencyKey: spec.idempotencyKey, state: 'unknown', attempt, expectedAttempt: attempt,
+          inFlight: false, deadlineInMs: null, error: serializeError(unknownOutcome(run, key, attempt)),
+        });
+        run.park(unknownOutcome(run, key, attempt));
+        return new Promise<never>(() => {});
+      }
+      // An at-most-once effect is never attempted twice, even after a plain error.
+      const final =
+        spec.atMostOnce || attempt >= spec.policy.maxAttempts || isRatchetError(error, 'NON_RETRYABLE') || isRatchetError(error, 'VALIDATION');
       if (final) {
         const failure = new StepFailedError(`${kind} ${key} failed after ${attempt} attempt(s): ${(error as Error)?.message ?? String(error)}`, {
           runId: run.runId, step: key, attempt, attempts: attempt, cause: error,

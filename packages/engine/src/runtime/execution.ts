@@ -21,6 +21,7 @@
 import type pg from 'pg';
 import {
   CancelledError,
+  LeaseLostError,
   NonDeterminismError,
   RatchetError,
   ValidationError,
@@ -462,7 +463,7 @@ export class Execution {
   #lose(): void {
     if (this.#settling) return;
     this.#settling = true;
-    this.#abort.abort(new RatchetError('the run’s lease was lost', { code: 'LEASE_LOST', runId: this.runId }));
+    this.#abort.abort(new LeaseLostError('this worker no longer holds the run’s lease; another worker resumes it', { runId: this.runId }));
     this.#resolveOutcome({ state: 'lost' });
   }
 

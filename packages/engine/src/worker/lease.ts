@@ -1,6 +1,6 @@
 /**
- * The lease keeper: one per engine, renewing the leases of every run this process executes in a
- * single statement, well before they expire (every lease/3). Renewal never bumps
+ * The lease keeper: one per worker (and one for the engine's direct runs), renewing the leases of
+ * every run its owner executes in a single statement, well before they expire (every lease/3). Renewal never bumps
  * `state_version`.
  *
  * A run missing from a renewal's result is no longer ours (re-claimed after we stalled, or moved
@@ -65,12 +65,19 @@ export class LeaseKeeper {
     const startedAt = Date.now();
     try {
       await fault(this.faults, { point: 'duringLeaseRenewal', runId: held.map((h) => h.fence.taskId).join(',') });
-      const renewed = await extendLeases(
-        this.pool,
-        this.owner,
-        this.leaseMs,
-        held.map((h) => ({ tenantId: h.fence.tenantId, id: h.fence.taskId, stateVersion: h.fence.stateVersion, progressed: h.progressed })),
-      );
+      // A renewal that hangs (a half-open connection) must not hold off the decision below.
+      let timer: NodeJS.Timeout | undefined;
+      const renewed = await Promise.race([
+        extendLeases(
+          this.pool,
+          this.owner,
+          this.leaseMs,
+          held.map((h) => ({ tenantId: h.fence.tenantId, id: h.fence.taskId, stateVersion: h.fence.stateVersion, progressed: h.progressed })),
+        ),
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new Error(`lease renewal took longer than ${Math.floor(this.leaseMs / 3)} ms`)), Math.floor(this.leaseMs / 3));
+        }),
+      ]).finally(() => clearTimeout(timer));
       this.#lastSuccess = startedAt;
       const byId = new Map(renewed.map((r) => [r.id, r]));
       for (const lease of held) {

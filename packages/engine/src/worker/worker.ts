@@ -87,7 +87,12 @@ export class Worker {
     this.#loop = undefined;
     this.#unsubscribe?.();
     const all = Promise.all([...this.#active.values()].map((a) => a.done));
-    const graceful = await Promise.race([all.then(() => true), sleep(this.#graceMs).then(() => false)]);
+    let graceTimer: NodeJS.Timeout | undefined;
+    const graceful = await Promise.race([
+      all.then(() => true),
+      new Promise<boolean>((resolve) => (graceTimer = setTimeout(() => resolve(false), this.#graceMs))),
+    ]);
+    clearTimeout(graceTimer);
     if (!graceful) {
       for (const [, entry] of this.#active) {
         const execution = entry.execution;
@@ -146,6 +151,7 @@ export class Worker {
   }
 
   #idle(ms: number): Promise<void> {
+    if (this.#stopping) return Promise.resolve();
     return new Promise((resolve) => {
       const timer = setTimeout(done, ms);
       function done() {
@@ -209,6 +215,3 @@ function positiveInt(value: number, field: string, zeroOk = false): number {
   return value;
 }
 
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
