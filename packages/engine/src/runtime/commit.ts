@@ -322,9 +322,14 @@ function failure(error: unknown, where: string, run: Execution, row: ContractRec
 }
 
 function isConnectionError(error: unknown): boolean {
-  const code = (error as { code?: unknown })?.code;
-  const message = String((error as Error)?.message ?? '');
-  return (typeof code === 'string' && /^E[A-Z]+$/.test(code)) || /Connection terminated|connection.*(closed|ended)|Client has encountered a connection error/i.test(message);
+  for (let e = error, depth = 0; typeof e === 'object' && e !== null && depth < 5; e = (e as { cause?: unknown }).cause, depth += 1) {
+    const code = (e as { code?: unknown }).code;
+    const message = String((e as Error).message ?? '');
+    if ((typeof code === 'string' && /^E[A-Z]+$/.test(code)) || /Connection terminated|connection.*(closed|ended)|Client has encountered a connection error/i.test(message)) {
+      return true;
+    }
+  }
+  return false;
 }
 
 function describe(dependency: Dependency): string {

@@ -14,14 +14,18 @@ export const CANNOT_CONNECT_NOW = '57P03';
 /** Raised by the `events` append-only trigger (migration 0001). */
 export const EVENTS_APPEND_ONLY = 'RT001';
 
-/** The SQLSTATE of a node-pg error, or undefined. */
+/**
+ * The SQLSTATE of a node-pg error, or undefined. Wrappers are looked through: drizzle reports a
+ * failed query as its own error with the driver's error as `cause`.
+ */
 export function sqlState(error: unknown): string | undefined {
-  if (typeof error === 'object' && error !== null && 'code' in error) {
-    const code = (error as { code: unknown }).code;
+  for (let e = error, depth = 0; typeof e === 'object' && e !== null && depth < 5; e = (e as { cause?: unknown }).cause, depth += 1) {
+    const code = (e as { code?: unknown }).code;
     if (typeof code === 'string' && code.length === 5) return code;
   }
   return undefined;
 }
+
 /** Raised by the contracts guard trigger (migration 0003). */
 export const CONTRACT_GUARD = 'RT002';
 export const INTEGRITY_CONSTRAINT_CLASS = '23';

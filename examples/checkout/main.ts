@@ -1,5 +1,5 @@
 /**
- * `pnpm demo`: a durable checkout on an embedded PostgreSQL, with its worker process SIGKILLed
+ * `pnpm demo:checkout`: a durable checkout on an embedded PostgreSQL, with its worker process SIGKILLed
  * in the middle of charging the card. A second worker resumes the run where it stopped: the
  * steps already recorded are not run again, the interrupted charge is reconciled with the
  * provider instead of repeated, and the card is charged once.
@@ -7,9 +7,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { createEngine } from '@ratchet/engine';
-import { checkout, PAYMENTS_DDL } from './checkout/workflow.js';
+import { checkout, PAYMENTS_DDL } from './workflow.js';
 
-const WORKER = fileURLToPath(new URL('./checkout/worker.ts', import.meta.url));
+const WORKER = fileURLToPath(new URL('./worker.ts', import.meta.url));
 
 const engine = await createEngine({ workflows: [checkout] });
 const children: ChildProcess[] = [];
