@@ -225,3 +225,38 @@ describe('ratchet.now()', () => {
     await db.pool.query(`UPDATE ratchet.clock SET shift = interval '0'`);
   });
 });
+
+describe('contracts: status moves only sealed → committed | failed; the sealed body never changes', () => {
+  async function sealed(): Promise<string> {
+    const task = await insertTask(tenantA);
+    const id = uuidv7();
+    await db.pool.query(
+      `INSERT INTO ratchet.contracts (tenant_id, id, task_id, idempotency_key, contract_version, body, body_hash, status)
+       VALUES ($1, $2, $3, $4, '1', '{"a":1}', $5, 'sealed')`,
+      [tenantA, id, task, `guard-${id}`, 'd'.repeat(64)],
+    );
+    return id;
+  }
+  const update = (id: string, set: string) => sqlStateOf(db.pool.query(`UPDATE ratchet.contracts SET ${set} WHERE id = $1`, [id]));
+
+  it('refuses a change of body, hash or key, and a status other than committed or failed', async () => {
+    const id = await sealed();
+    expect(await update(id, `body = '{"a":2}'`)).toBe('RT002');
+    expect(await update(id, `body_hash = '${'e'.repeat(64)}'`)).toBe('RT002');
+    expect(await update(id, `idempotency_key = 'other'`)).toBe('RT002');
+    expect(await update(id, `status = 'sealed', error_detail = '{}'`)).toBe('RT002');
+    expect(await update(id, `status = 'committed', committed_at = now()`)).toBeUndefined();
+  });
+
+  it('refuses any change once committed or failed', async () => {
+    const committed = await sealed();
+    await update(committed, `status = 'committed'`);
+    expect(await update(committed, `status = 'failed'`)).toBe('RT002');
+    expect(await update(committed, `result = '[1]'`)).toBe('RT002');
+    const failed = await sealed();
+    await update(failed, `status = 'failed', error_detail = '{"reason":"dependency"}'`);
+    expect(await update(failed, `status = 'committed'`)).toBe('RT002');
+    const { rows } = await db.pool.query(`SELECT status FROM ratchet.contracts WHERE id = ANY($1) ORDER BY status`, [[committed, failed]]);
+    expect(rows.map((r) => r.status)).toEqual(['committed', 'failed']);
+  });
+});
