@@ -9,14 +9,15 @@
  * - `transitionFenced`: a state change with its event (store/tasks.ts). A repeat that moves
  *   nothing checks whether the event our first attempt would have written exists.
  *
- * SQL errors (a SQLSTATE) are the caller's; connection errors are retried a few times with
- * backoff, then reported as 'lost' (the segment stops; its lease expires; the run is resumed).
+ * Errors about the statement (constraint, data) are the caller's; transient ones (see
+ * `isTransient`: a dropped connection, a restarting server) are retried a few times with backoff,
+ * then reported as 'lost' (the segment stops; its lease expires; the run is resumed).
  */
 import type pg from 'pg';
 import { getOperation, writeOperation, type OperationWrite, type WrittenOperation } from '../store/operations.js';
 import { fenceHolds, transitionTask, type Transition } from '../store/tasks.js';
 import type { Fence } from '../store/rows.js';
-import { sqlState } from '../store/sqlstate.js';
+import { isTransient } from '../store/sqlstate.js';
 
 /** Attempts at a statement whose connection failed before the segment gives up on the database. */
 const ATTEMPTS = 4;
@@ -39,7 +40,7 @@ export async function writeCheckpoint(
       }
       return 'lost';
     } catch (error) {
-      if (sqlState(error) !== undefined) throw error;
+      if (!isTransient(error)) throw error;
       onError?.(error);
       if (attempt >= ATTEMPTS) return 'lost';
       await delay(100 * 2 ** attempt);
@@ -60,7 +61,7 @@ export async function transitionFenced(
       if (version !== null) return version;
       return attempt > 1 && (await movedByUs(pool, fence, transition)) ? fence.stateVersion + 1 : null;
     } catch (error) {
-      if (sqlState(error) !== undefined || attempt >= ATTEMPTS) throw error;
+      if (!isTransient(error) || attempt >= ATTEMPTS) throw error;
       onError?.(error);
       await delay(100 * 2 ** attempt);
     }
@@ -89,7 +90,7 @@ export async function withReconnects<T>(statement: () => Promise<T>, onError: ((
     try {
       return await statement();
     } catch (error) {
-      if (sqlState(error) !== undefined) throw error;
+      if (!isTransient(error)) throw error;
       onError?.(error);
       if (attempt >= ATTEMPTS) return 'lost';
       await delay(100 * 2 ** attempt);

@@ -43,7 +43,7 @@ import { activeTraceIds } from '../instrumentation.js';
 import { lockContract, lockFence, ownedVersion, settleContract, type ContractRecord } from '../store/contracts.js';
 import { getOperation } from '../store/operations.js';
 import type { OperationRecord } from '../store/rows.js';
-import { DEADLOCK_DETECTED, INTEGRITY_CONSTRAINT_CLASS, SERIALIZATION_FAILURE, sqlState } from '../store/sqlstate.js';
+import { DEADLOCK_DETECTED, INTEGRITY_CONSTRAINT_CLASS, SERIALIZATION_FAILURE, isTransient, sqlState } from '../store/sqlstate.js';
 import { delay } from './checkpoint.js';
 import type { Execution } from './execution.js';
 import { recordedValue } from './json.js';
@@ -151,9 +151,10 @@ async function inTransaction(run: Execution, body: (client: pg.PoolClient) => Pr
     return outcome;
   } catch (error) {
     await client.query('ROLLBACK').catch(() => (broken = true));
+    if (error instanceof ApplyFailure || isRatchetError(error)) throw error;
     const state = sqlState(error);
     if (state === SERIALIZATION_FAILURE || state === DEADLOCK_DETECTED) return { kind: 'retry', cause: error };
-    if (broken || (state === undefined && isConnectionError(error))) {
+    if (broken || isTransient(error) || isConnectionError(error)) {
       broken = true;
       run.onError?.(error);
       return { kind: 'retry', cause: error };
@@ -309,7 +310,7 @@ async function dependencyHolds(client: pg.PoolClient, tx: ReturnType<typeof comm
 /** An error inside an action or check: retryable ones pass through; the rest reject the contract after a rollback. */
 function failure(error: unknown, where: string, run: Execution, row: ContractRecord): unknown {
   const state = sqlState(error);
-  if (state === SERIALIZATION_FAILURE || state === DEADLOCK_DETECTED || (state === undefined && isConnectionError(error))) return error;
+  if (state === SERIALIZATION_FAILURE || state === DEADLOCK_DETECTED || isConnectionError(error) || (state !== undefined && isTransient(error))) return error;
   if (isRatchetError(error, 'CONTRACT_REJECTED')) {
     return new ApplyFailure(new Rejection(String((error as ContractRejectedError).reason ?? 'rejected'), error as RatchetError), error);
   }

@@ -70,6 +70,17 @@ export async function runEffect<T, I>(
       );
       return new Promise<never>(() => {});
     }
+    if (recorded.idempotencyKey !== null && recorded.idempotencyKey !== spec.idempotencyKey) {
+      run.park(
+        new NonDeterminismError(`replay reached ${kind} ${key} with idempotency key "${spec.idempotencyKey}", but it recorded "${recorded.idempotencyKey}"`, {
+          runId: run.runId,
+          step: key,
+          expected: `${kind} ${key} key ${recorded.idempotencyKey}`,
+          actual: `${kind} ${key} key ${spec.idempotencyKey}`,
+        }),
+      );
+      return new Promise<never>(() => {});
+    }
     if (recorded.state === 'succeeded' || recorded.state === 'failed') return run.replay<T>(key, recorded);
     if (recorded.state === 'unknown') {
       run.park(unknownOutcome(run, key, recorded.attempt));
@@ -82,7 +93,7 @@ export async function runEffect<T, I>(
       const deadline = recorded.deadlineAt ?? new Date(recorded.reservedAt.getTime() + spec.timeoutMs);
       await run.waitUntil(key, new Date(deadline.getTime() + run.options.effectMarginMs));
       if (opts.reconcile) {
-        const found = await opts.reconcile({ idempotencyKey: spec.idempotencyKey, input: spec.input });
+        const found = await reconcileWithRetries<T, I>(run, key, spec, opts.reconcile);
         if (found.found) {
           const value = recordedValue(found.result, 'result');
           const written = await run.write({
@@ -108,22 +119,30 @@ export async function runEffect<T, I>(
 
   for (;;) {
     // 1. reserve
+    let deadline: Date;
     try {
-      await run.write({
+      const reserved = await run.write({
         ...base, idempotencyKey: spec.idempotencyKey, state: 'reserved', attempt, expectedAttempt,
         inFlight: true, deadlineInMs: spec.timeoutMs,
       });
+      deadline = reserved.deadlineAt ?? new Date(run.dbNow() + spec.timeoutMs);
     } catch (error) {
       if (sqlState(error) === UNIQUE_VIOLATION && expectedAttempt === null) return adoptForeignOutcome(run, base, key, spec);
       throw error;
     }
     await run.hook('afterReserveBeforeExecute', key, attempt);
+    // Past its deadline, or no longer ours (a stall after reserving), the attempt belongs to
+    // whoever resumes the run: they wait out the deadline, then reconcile. Never start it late.
+    if (run.settled || run.dbNow() >= deadline.getTime()) {
+      if (!run.settled) run.lose();
+      return new Promise<never>(() => {});
+    }
 
     // 2. execute, with no transaction open
     let value: T;
     try {
       value = await run.instrument({ kind, name, stepKey: key, attempt, idempotencyKey: spec.idempotencyKey }, () =>
-        executeWithTimeout(run, spec, opts),
+        executeWithTimeout(run, spec, opts, Math.max(1, deadline.getTime() - run.dbNow())),
       );
     } catch (error) {
       if (run.settled) return new Promise<never>(() => {});
@@ -203,7 +222,8 @@ function readOptions<T, I>(run: Execution, key: string, opts: EffectOptions<T, I
   };
 }
 
-async function executeWithTimeout<T, I>(run: Execution, spec: EffectSpec<I>, opts: EffectOptions<T, I>): Promise<T> {
+/** Runs `execute`, aborting it at the reservation's deadline (`remainingMs` from now, in database time). */
+async function executeWithTimeout<T, I>(run: Execution, spec: EffectSpec<I>, opts: EffectOptions<T, I>, remainingMs: number): Promise<T> {
   const timeout = new AbortController();
   const signal = AbortSignal.any([run.signal, timeout.signal]);
   let timer: NodeJS.Timeout | undefined;
@@ -213,7 +233,7 @@ async function executeWithTimeout<T, I>(run: Execution, spec: EffectSpec<I>, opt
       const error = new TimeoutError(`the attempt did not finish within ${spec.timeoutMs} ms`, { timeoutMs: spec.timeoutMs, runId: run.runId });
       timeout.abort(error);
       reject(error);
-    }, spec.timeoutMs);
+    }, remainingMs);
   });
   try {
     return recordedValue(await Promise.race([call, expired]), 'result');
@@ -255,6 +275,14 @@ async function adoptForeignOutcome<T, I>(
       run.fact(key, written.completedAt);
       throw conflict;
     }
+    if (other.state === 'unknown') {
+      run.park(
+        new RatchetError(`idempotency key "${spec.idempotencyKey}" belongs to an effect of run ${other.taskId} whose outcome is unknown; resolve that run first`, {
+          code: 'UNKNOWN_OUTCOME', runId: run.runId, step: key,
+        }),
+      );
+      return new Promise<never>(() => {});
+    }
     if (other.state === 'succeeded' || other.state === 'failed') {
       const written = await run.write({
         ...base, idempotencyKey: null, state: other.state, attempt: 1, expectedAttempt: null, inFlight: false, deadlineInMs: null,
@@ -274,4 +302,25 @@ function unknownOutcome(run: Execution, key: string, attempt: number): RatchetEr
       'find out whether it happened, then settle it with client.resolve(runId, stepKey, { result } | { error })',
     { code: 'UNKNOWN_OUTCOME', runId: run.runId, step: key, attempt },
   );
+}
+
+/** reconcile() under the effect's retry policy: a provider briefly down during recovery must not fail the run. */
+async function reconcileWithRetries<T, I>(
+  run: Execution,
+  key: string,
+  spec: EffectSpec<I>,
+  reconcile: NonNullable<EffectOptions<T, I>['reconcile']>,
+): Promise<{ found: true; result: T } | { found: false }> {
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await reconcile({ idempotencyKey: spec.idempotencyKey, input: spec.input });
+    } catch (error) {
+      if (attempt >= spec.policy.maxAttempts || isRatchetError(error, 'NON_RETRYABLE')) {
+        throw new StepFailedError(`reconcile of ${key} failed after ${attempt} attempt(s): ${(error as Error)?.message ?? String(error)}`, {
+          runId: run.runId, step: key, attempts: attempt, cause: error,
+        });
+      }
+      await run.waitUntil(key, new Date(run.dbNow() + retryDelay(spec.policy, attempt, Math.random)));
+    }
+  }
 }

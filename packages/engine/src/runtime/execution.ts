@@ -158,7 +158,7 @@ export class Execution {
     } finally {
       for (const timer of this.#timers) clearTimeout(timer);
       this.#timers.clear();
-      leases.release(this.fence.taskId);
+      leases.release(this.fence.taskId, lease);
     }
   }
 

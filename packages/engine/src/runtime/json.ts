@@ -13,6 +13,9 @@ export function recordedValue<T>(value: T, path: string): T {
 
 function jsonbOrdered(value: unknown, path: PathSegment[]): unknown {
   if (typeof value === 'string') {
+    if (!value.isWellFormed()) {
+      throw new ValidationError(`${formatPath(path)}: contains a lone UTF-16 surrogate, which is not valid Unicode and cannot be stored; fix the string (String.prototype.toWellFormed)`, { path });
+    }
     if (value.includes('\u0000')) {
       throw new ValidationError(`${formatPath(path)}: contains the NUL character (\\u0000), which PostgreSQL cannot store in JSON; remove or encode it`, { path });
     }
@@ -22,8 +25,8 @@ function jsonbOrdered(value: unknown, path: PathSegment[]): unknown {
   if (value !== null && typeof value === 'object') {
     const keys = Object.keys(value);
     for (const key of keys) {
-      if (key.includes('\u0000')) {
-        throw new ValidationError(`${formatPath(path)}: a key contains the NUL character (\\u0000), which PostgreSQL cannot store in JSON`, { path });
+      if (key.includes('\u0000') || !key.isWellFormed()) {
+        throw new ValidationError(`${formatPath(path)}: a key contains the NUL character or a lone surrogate, which PostgreSQL cannot store in JSON`, { path });
       }
     }
     keys.sort(compareJsonbKeys);

@@ -29,3 +29,23 @@ export function sqlState(error: unknown): string | undefined {
 /** Raised by the contracts guard trigger (migration 0003). */
 export const CONTRACT_GUARD = 'RT002';
 export const INTEGRITY_CONSTRAINT_CLASS = '23';
+
+/**
+ * An error that says nothing about the statement, only about the connection or the server's
+ * state: no SQLSTATE (a socket closed), connection exceptions (class 08), the server shutting
+ * down or starting (57P01–57P03), insufficient resources (class 53), or a serialization failure
+ * or deadlock. Repeating the statement on a new connection is the right answer to all of them.
+ */
+export function isTransient(error: unknown): boolean {
+  const state = sqlState(error);
+  if (state === undefined) return true;
+  return (
+    state.startsWith('08') ||
+    state.startsWith('53') ||
+    state === ADMIN_SHUTDOWN ||
+    state === '57P02' ||
+    state === CANNOT_CONNECT_NOW ||
+    state === SERIALIZATION_FAILURE ||
+    state === DEADLOCK_DETECTED
+  );
+}

@@ -228,7 +228,6 @@ export async function nextDueIn(db: Queryable, names: string[], versions: string
 export interface LeaseRenewal {
   tenantId: string;
   id: string;
-  stateVersion: number;
   /** The run recorded progress since the last renewal: its poison-pill count restarts. */
   progressed: boolean;
 }
@@ -236,36 +235,47 @@ export interface LeaseRenewal {
 export interface RenewedLease {
   tenantId: string;
   id: string;
+  /** Extended now. False for a run whose row another transaction holds locked (often our own commit): try again soon. */
+  renewed: boolean;
+  /** Still this owner's running run. False: the run was re-claimed or moved; its execution must stop. */
+  held: boolean;
   cancelRequestedAt: Date | null;
-  signalSeq: number;
+  signalSeq: number | null;
   now: Date;
 }
 
 /**
- * Extends the leases this owner holds, all in one statement. Never bumps `state_version`. A run
- * missing from the result is no longer this owner's: its execution must stop.
+ * Extends the leases this owner holds, all in one statement. Never bumps `state_version`, and is
+ * keyed by owner, not version: a seal or commit of our own moves the version without moving the
+ * lease. Rows locked by another transaction (our own commit holds its run's row) are skipped,
+ * not waited for, and reported `renewed: false, held: true`; a run whose owner changed is
+ * reported `held: false`.
  */
 export async function extendLeases(db: Queryable, owner: string, leaseMs: number, runs: LeaseRenewal[]): Promise<RenewedLease[]> {
   const { rows } = await db.query<RenewedLease>({
     name: 'ratchet_extend_leases',
     text: `
-      UPDATE ratchet.tasks t
-         SET lease_expires_at = ratchet.now() + $2 * interval '1 millisecond',
-             due_at = ratchet.now() + $2 * interval '1 millisecond',
-             claim_count = CASE WHEN r.progressed THEN 0 ELSE t.claim_count END
-        FROM unnest($3::uuid[], $4::uuid[], $5::int[], $6::bool[]) AS r(tenant_id, id, state_version, progressed)
-       WHERE t.tenant_id = r.tenant_id AND t.id = r.id AND t.state_version = r.state_version
-         AND t.lease_owner = $1 AND t.state = 'running'
-      RETURNING t.tenant_id AS "tenantId", t.id, t.cancel_requested_at AS "cancelRequestedAt",
-                t.signal_seq AS "signalSeq", ratchet.now() AS now`,
-    values: [
-      owner,
-      leaseMs,
-      runs.map((r) => r.tenantId),
-      runs.map((r) => r.id),
-      runs.map((r) => r.stateVersion),
-      runs.map((r) => r.progressed),
-    ],
+      WITH r AS (
+        SELECT * FROM unnest($3::uuid[], $4::uuid[], $5::bool[]) AS r(tenant_id, id, progressed)
+      ), l AS (
+        SELECT t.tenant_id, t.id FROM ratchet.tasks t JOIN r ON t.tenant_id = r.tenant_id AND t.id = r.id
+         WHERE t.lease_owner = $1 AND t.state = 'running'
+           FOR NO KEY UPDATE OF t SKIP LOCKED
+      ), u AS (
+        UPDATE ratchet.tasks t
+           SET lease_expires_at = ratchet.now() + $2 * interval '1 millisecond',
+               due_at = ratchet.now() + $2 * interval '1 millisecond',
+               claim_count = CASE WHEN r.progressed THEN 0 ELSE t.claim_count END
+          FROM l JOIN r ON r.tenant_id = l.tenant_id AND r.id = l.id
+         WHERE t.tenant_id = l.tenant_id AND t.id = l.id
+        RETURNING t.id, t.cancel_requested_at, t.signal_seq
+      )
+      SELECT r.tenant_id AS "tenantId", r.id, u.id IS NOT NULL AS renewed,
+             (u.id IS NOT NULL OR EXISTS (SELECT 1 FROM ratchet.tasks t WHERE t.tenant_id = r.tenant_id AND t.id = r.id
+                                                                         AND t.lease_owner = $1 AND t.state = 'running')) AS held,
+             u.cancel_requested_at AS "cancelRequestedAt", u.signal_seq AS "signalSeq", ratchet.now() AS now
+        FROM r LEFT JOIN u ON u.id = r.id`,
+    values: [owner, leaseMs, runs.map((r) => r.tenantId), runs.map((r) => r.id), runs.map((r) => r.progressed)],
   });
   return rows;
 }

@@ -45,7 +45,9 @@ export class LeaseKeeper {
     }
   }
 
-  release(taskId: string): void {
+  /** Stops renewing `lease` — only if it is still the one held for its run (a re-claim may have replaced it). */
+  release(taskId: string, lease?: HeldLease): void {
+    if (lease && this.#held.get(taskId) !== lease) return;
     this.#held.delete(taskId);
     if (this.#held.size === 0 && this.#timer) {
       clearInterval(this.#timer);
@@ -63,43 +65,51 @@ export class LeaseKeeper {
     const held = [...this.#held.values()];
     if (held.length === 0) return;
     const startedAt = Date.now();
+    // Progress made while this renewal is in flight counts for the next one.
+    const progressed = held.map((h) => h.progressed);
+    for (const h of held) h.progressed = false;
     try {
       await fault(this.faults, { point: 'duringLeaseRenewal', runId: held.map((h) => h.fence.taskId).join(',') });
       // A renewal that hangs (a half-open connection) must not hold off the decision below.
       let timer: NodeJS.Timeout | undefined;
-      const renewed = await Promise.race([
+      const rows = await Promise.race([
         extendLeases(
           this.pool,
           this.owner,
           this.leaseMs,
-          held.map((h) => ({ tenantId: h.fence.tenantId, id: h.fence.taskId, stateVersion: h.fence.stateVersion, progressed: h.progressed })),
+          held.map((h, i) => ({ tenantId: h.fence.tenantId, id: h.fence.taskId, progressed: progressed[i]! })),
         ),
         new Promise<never>((_, reject) => {
           timer = setTimeout(() => reject(new Error(`lease renewal took longer than ${Math.floor(this.leaseMs / 3)} ms`)), Math.floor(this.leaseMs / 3));
         }),
       ]).finally(() => clearTimeout(timer));
-      this.#lastSuccess = startedAt;
-      const byId = new Map(renewed.map((r) => [r.id, r]));
+      const byId = new Map(rows.map((r) => [r.id, r]));
+      let skipped = false;
       for (const lease of held) {
-        // A lease whose version moved on while we renewed (the run suspended) is not lost.
-        if (this.#held.get(lease.fence.taskId) !== lease) continue;
+        if (this.#held.get(lease.fence.taskId) !== lease) continue; // released meanwhile
         const row = byId.get(lease.fence.taskId);
-        if (!row) {
-          this.release(lease.fence.taskId);
+        if (!row || !row.held) {
+          this.release(lease.fence.taskId, lease);
           lease.onLost();
           continue;
         }
-        lease.progressed = false;
+        if (!row.renewed) {
+          skipped = true; // locked by a transaction in progress (our own commit): not lost, try again soon
+          continue;
+        }
         lease.onRenewed(row.now);
         if (row.cancelRequestedAt) lease.onCancelRequested();
       }
+      this.#lastSuccess = startedAt;
+      if (skipped) setTimeout(() => void this.renew(), Math.max(20, Math.floor(this.leaseMs / 10))).unref();
     } catch (error) {
+      held.forEach((h, i) => (h.progressed ||= progressed[i]!));
       this.onError(error);
       // Stop before the lease can expire in the database (where another worker may then claim
       // the run), not after: a quarter of the lease is left as margin for clock and timer drift.
       if (Date.now() - this.#lastSuccess >= this.leaseMs * 0.75) {
         for (const lease of held) {
-          this.release(lease.fence.taskId);
+          this.release(lease.fence.taskId, lease);
           lease.onLost();
         }
       } else {

@@ -54,6 +54,8 @@ export class Worker {
   #loop: Promise<void> | undefined;
   #stopping = false;
   #wake: (() => void) | undefined;
+  /** A wake-up (NOTIFY, a freed slot) that arrived while the loop was not idle: the next idle returns at once. */
+  #woken = false;
   #unsubscribe: (() => void) | undefined;
   #stats = { claimed: 0, completed: 0, suspended: 0, failed: 0, lost: 0 };
 
@@ -74,7 +76,7 @@ export class Worker {
     }
     await checkSchema(this.#core.pool);
     this.#stopping = false;
-    this.#unsubscribe = await this.#core.listener.subscribe(WORK_CHANNEL, () => this.#wake?.());
+    this.#unsubscribe = await this.#core.listener.subscribe(WORK_CHANNEL, () => this.#poke());
     this.#loop = this.#run();
   }
 
@@ -82,7 +84,7 @@ export class Worker {
   async stop(): Promise<void> {
     if (!this.#loop) return;
     this.#stopping = true;
-    this.#wake?.();
+    this.#poke();
     await this.#loop;
     this.#loop = undefined;
     this.#unsubscribe?.();
@@ -144,14 +146,24 @@ export class Worker {
         }
         if (claimed.length === free) continue;
         const due = await nextDueIn(this.#core.pool, names, versions).catch(() => null);
-        if (due !== null) waitMs = Math.min(this.#pollMs, Math.max(0, Math.ceil(due)));
+        // A floor when nothing was claimed: a due run locked by someone else must not make this loop spin.
+        if (due !== null) waitMs = Math.min(this.#pollMs, Math.max(claimed.length === 0 ? 25 : 0, Math.ceil(due)));
       }
       if (waitMs > 0) await this.#idle(waitMs);
     }
   }
 
+  #poke(): void {
+    if (this.#wake) this.#wake();
+    else this.#woken = true;
+  }
+
   #idle(ms: number): Promise<void> {
     if (this.#stopping) return Promise.resolve();
+    if (this.#woken) {
+      this.#woken = false;
+      return Promise.resolve();
+    }
     return new Promise((resolve) => {
       const timer = setTimeout(done, ms);
       function done() {
@@ -170,6 +182,12 @@ export class Worker {
     entry.done = (async () => {
       try {
         await fault(this.#core.faults, { point: 'afterClaim', runId: task.id });
+        if (this.#stopping) {
+          // Claimed just as the worker stops: hand it straight back rather than start it.
+          const fence = { tenantId: task.tenantId, taskId: task.id, owner: this.workerId, stateVersion: task.stateVersion };
+          await transitionTask(this.#core.pool, fence, { state: 'pending', event: 'released', payload: { reason: 'shutdown' } });
+          return;
+        }
         const workflow = this.#core.registry.get(task.workflowName, task.workflowVersion)!;
         const operations = await listOperations(this.#core.pool, task.tenantId, task.id);
         const execution = new Execution(
@@ -195,8 +213,8 @@ export class Worker {
         this.#core.onError(error);
         this.#stats.lost += 1;
       } finally {
-        this.#active.delete(task.id);
-        this.#wake?.();
+        if (this.#active.get(task.id) === entry) this.#active.delete(task.id);
+        this.#poke();
       }
     })();
     this.#active.set(task.id, entry);
