@@ -42,7 +42,7 @@ describe('engine.run (direct path)', () => {
     expect(ops.map((o) => [o.stepKey, o.kind, o.state, o.seq])).toEqual([
       ['price#1', 'step', 'succeeded', 1],
       ['total#1', 'step', 'succeeded', 2],
-      ['charge#1', 'effect', 'succeeded', 3],
+      ['charge#1', 'effect', 'succeeded', 4], // seq 3 was its reservation; seq follows the last write
     ]);
     expect((await events(db, result.runId)).map((e) => [e.seq, e.type])).toEqual([
       [1, 'started'],

@@ -59,6 +59,12 @@ export interface EngineOptions {
   recordPrompts?: boolean;
   /** Claims without progress before a run is parked as a poison pill. Default 10. */
   maxClaims?: number;
+  /**
+   * During replay, how long code may take to reach the next recorded call while it already made
+   * a later one, before the run is parked as nondeterministic. Default 5 s. Workflow code should
+   * await only ctx calls; do other I/O inside steps.
+   */
+  replayStallMs?: number;
   /** Recorded on events, for audits of which policy moved a run. */
   policyVersion?: string;
   /** Spans around segments and steps (see @ratchet/otel). */
@@ -108,6 +114,7 @@ export async function createEngine(options: EngineOptions = {}): Promise<Engine>
     effectTimeoutMs: parseDuration(options.effectTimeout ?? '5m', 'effectTimeout'),
     effectMarginMs: parseDuration(options.effectMargin ?? '5s', 'effectMargin'),
     inMemoryWaitMs: 1_000,
+    replayStallMs: options.replayStallMs ?? 5_000,
     maxSamples: options.maxSamples ?? 3,
     recordPrompts: options.recordPrompts === true,
     policyVersion: options.policyVersion ?? null,

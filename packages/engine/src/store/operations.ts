@@ -80,6 +80,8 @@ export const WRITE_OPERATION_SQL = `
        FOR SHARE
     ON CONFLICT (task_id, step_key, tenant_id) DO UPDATE
        SET state = EXCLUDED.state,
+           -- seq follows the last write, so recording order is the order results became final.
+           seq = EXCLUDED.seq,
            attempt = EXCLUDED.attempt,
            -- A settled record keeps when its last attempt was reserved and due, for audits.
            reserved_at = CASE WHEN EXCLUDED.state = 'reserved' THEN EXCLUDED.reserved_at ELSE o.reserved_at END,
