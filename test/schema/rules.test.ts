@@ -238,24 +238,38 @@ describe('contracts: status moves only sealed → committed | failed; the sealed
     return id;
   }
   const update = (id: string, set: string) => sqlStateOf(db.pool.query(`UPDATE ratchet.contracts SET ${set} WHERE id = $1`, [id]));
+  /** As the engine's commit does: inside a transaction that names the contract it settles. */
+  const settle = async (id: string, set: string) => {
+    const client = await db.pool.connect();
+    try {
+      await client.query('BEGIN');
+      await client.query(`SELECT set_config('ratchet.settling_contract', $1, true)`, [id]);
+      const state = await sqlStateOf(client.query(`UPDATE ratchet.contracts SET ${set} WHERE id = $1`, [id]));
+      await client.query(state ? 'ROLLBACK' : 'COMMIT');
+      return state;
+    } finally {
+      client.release();
+    }
+  };
 
   it('refuses a change of body, hash or key, and a status other than committed or failed', async () => {
     const id = await sealed();
     expect(await update(id, `body = '{"a":2}'`)).toBe('RT002');
     expect(await update(id, `body_hash = '${'e'.repeat(64)}'`)).toBe('RT002');
     expect(await update(id, `idempotency_key = 'other'`)).toBe('RT002');
-    expect(await update(id, `status = 'sealed', error_detail = '{}'`)).toBe('RT002');
-    expect(await update(id, `status = 'committed', committed_at = now()`)).toBeUndefined();
+    expect(await settle(id, `status = 'sealed', error_detail = '{}'`)).toBe('RT002');
+    expect(await update(id, `status = 'committed', committed_at = now()`)).toBe('RT002'); // not by hand
+    expect(await settle(id, `status = 'committed', committed_at = now()`)).toBeUndefined();
   });
 
   it('refuses any change once committed or failed', async () => {
     const committed = await sealed();
-    await update(committed, `status = 'committed'`);
-    expect(await update(committed, `status = 'failed'`)).toBe('RT002');
-    expect(await update(committed, `result = '[1]'`)).toBe('RT002');
+    expect(await settle(committed, `status = 'committed'`)).toBeUndefined();
+    expect(await settle(committed, `status = 'failed'`)).toBe('RT002');
+    expect(await settle(committed, `result = '[1]'`)).toBe('RT002');
     const failed = await sealed();
-    await update(failed, `status = 'failed', error_detail = '{"reason":"dependency"}'`);
-    expect(await update(failed, `status = 'committed'`)).toBe('RT002');
+    expect(await settle(failed, `status = 'failed', error_detail = '{"reason":"dependency"}'`)).toBeUndefined();
+    expect(await settle(failed, `status = 'committed'`)).toBe('RT002');
     const { rows } = await db.pool.query(`SELECT status FROM ratchet.contracts WHERE id = ANY($1) ORDER BY status`, [[committed, failed]]);
     expect(rows.map((r) => r.status)).toEqual(['committed', 'failed']);
   });

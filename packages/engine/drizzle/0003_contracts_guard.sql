@@ -1,5 +1,5 @@
--- Hand-written: a contract's status moves only through the engine, and what was sealed never
--- changes. Commit re-hashes the body anyway (tamper detection for writers that bypass this
+-- Hand-written: a contract's status moves only through the engine's commit, and what was sealed
+-- never changes. Commit re-hashes the body anyway (tamper detection for writers that bypass this
 -- trigger, such as a superuser with session_replication_role = replica).
 CREATE FUNCTION "ratchet"."contracts_guard"() RETURNS trigger
   LANGUAGE plpgsql
@@ -18,6 +18,12 @@ BEGIN
   END IF;
   IF NEW.status NOT IN ('committed', 'failed') THEN
     RAISE EXCEPTION 'ratchet.contracts: a sealed contract may only become committed or failed, not %', NEW.status
+      USING ERRCODE = 'RT002';
+  END IF;
+  -- Only the engine's commit settles a contract: its settling statement names the contract in a
+  -- transaction-local setting. A hand-run UPDATE (a debugging session, an admin tool) is refused.
+  IF coalesce(current_setting('ratchet.settling_contract', true), '') <> OLD.id::text THEN
+    RAISE EXCEPTION 'ratchet.contracts: contract % is settled only by the engine''s commit', OLD.id
       USING ERRCODE = 'RT002';
   END IF;
   RETURN NEW;

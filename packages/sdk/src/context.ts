@@ -74,7 +74,7 @@ export interface InferOptions<T> {
   provider?: string;
   /** Validates the answer; an invalid answer is re-sampled, up to `maxSamples` calls. */
   schema: z.ZodType<T>;
-  /** The prompt, for its hash (canonical JSON + SHA-256); the prompt itself is never stored. */
+  /** The prompt, for its hash (canonical JSON + SHA-256). Stored itself only when the engine sets `recordPrompts: true`. */
   prompt?: unknown;
   /** Calls made at most when answers fail `schema`. Default: the engine's limit. */
   maxSamples?: number;

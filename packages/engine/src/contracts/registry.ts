@@ -33,6 +33,9 @@ export class ContractRegistry {
     });
     (options.checks ?? []).forEach((check, i) => {
       if (!isCheck(check)) throw new ValidationError('must be a check made by defineCheck()', { path: ['checks', i] });
+      if (this.#checks.has(check.name) && this.#checks.get(check.name) !== check) {
+        throw new ValidationError(`two checks are named "${check.name}"`, { path: ['checks', i, 'name'] });
+      }
       this.#checks.set(check.name, check as Check);
     });
     (options.contractTables ?? []).forEach((table, i) => {

@@ -94,12 +94,21 @@ export async function runCommit(run: Execution, name: string, key: string, recor
         throw outcome.rejection.error;
       case 'settled-before':
         return adoptSettled(run, name, key, outcome.row);
-      case 'lost':
+      case 'lost': {
+        // After a connection lost at COMMIT, the fence fails because our own commit moved the
+        // version: find our commit's record before concluding the run is someone else's.
+        const mine = attempt > 1 ? await getOperation(run.pool, run.tenantId, run.runId, key) : null;
+        const version = mine ? await ownedVersion(run.pool, run.fence) : null;
+        if (mine && version !== null) {
+          run.advanceVersion(version);
+          return run.replay<CommitResult>(key, mine);
+        }
         run.lose();
         return NEVER;
+      }
       case 'retry':
         lastCause = outcome.cause;
-        await delay(Math.min(2_000, 20 * 2 ** attempt) * (0.5 + Math.random()));
+        if (attempt < MAX_ATTEMPTS) await delay(Math.min(2_000, 20 * 2 ** attempt) * (0.5 + Math.random()));
     }
   }
   const failure = new StepFailedError(`commit of contract ${contract.id} did not get through after ${MAX_ATTEMPTS} attempts (serialization failures or lost connections)`, {

@@ -276,12 +276,17 @@ async function adoptForeignOutcome<T, I>(
       throw conflict;
     }
     if (other.state === 'unknown') {
-      run.park(
-        new RatchetError(`idempotency key "${spec.idempotencyKey}" belongs to an effect of run ${other.taskId} whose outcome is unknown; resolve that run first`, {
-          code: 'UNKNOWN_OUTCOME', runId: run.runId, step: key,
-        }),
+      // That outcome is for an operator to establish on the other run; this step cannot wait on it forever.
+      const unknown = new RatchetError(
+        `idempotency key "${spec.idempotencyKey}" belongs to an effect of run ${other.taskId} whose outcome is unknown; resolve that run, then retry with a new step`,
+        { code: 'UNKNOWN_OUTCOME', runId: run.runId, step: key },
       );
-      return new Promise<never>(() => {});
+      const written = await run.write({
+        ...base, idempotencyKey: null, state: 'failed', attempt: 1, expectedAttempt: null, inFlight: false, deadlineInMs: null,
+        error: serializeError(unknown),
+      });
+      run.fact(key, written.completedAt);
+      throw unknown;
     }
     if (other.state === 'succeeded' || other.state === 'failed') {
       const written = await run.write({

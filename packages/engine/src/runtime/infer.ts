@@ -6,12 +6,14 @@
  * itself only when the engine was created with `recordPrompts: true`). Replay returns the
  * recorded answer and never calls the model.
  *
- * A call that throws (the provider is down, a timeout) is retried under the step's retry policy
+ * A call is aborted after the engine's `effectTimeout`. A call that throws (the provider is
+ * down, a timeout) is retried under the step's retry policy
  * like any step; samples that answer but fail the schema are not errors of the provider and only
  * count against `maxSamples`.
  */
 import {
   StepFailedError,
+  TimeoutError,
   ValidationError,
   hashCanonical,
   isRatchetError,
@@ -59,7 +61,7 @@ export async function runInfer<T>(run: Execution, name: string, key: string, rec
         samples += 1;
         const answer = await run.instrument(
           { kind: 'infer', name, stepKey: key, attempt: samples, model: spec.model, ...(spec.provider ? { provider: spec.provider } : {}) },
-          () => opts.call({ signal: run.signal, attempt: samples }),
+          () => callWithTimeout(run, (signal) => opts.call({ signal, attempt: samples })),
         );
         const { output, usage, responseModel } = unwrap(opts.schema, answer);
         const parsed = opts.schema.safeParse(output);
@@ -143,4 +145,23 @@ function unwrap(schema: InferOptions<unknown>['schema'], answer: unknown): { out
     return { output: wrapper.output, usage, responseModel: typeof wrapper.responseModel === 'string' ? wrapper.responseModel : null };
   }
   return { output: answer, usage: null, responseModel: null };
+}
+
+/** A model call aborted (its signal fires, the call rejects) after the engine's effect timeout. */
+async function callWithTimeout<R>(run: Execution, call: (signal: AbortSignal) => Promise<R>): Promise<R> {
+  const timeoutMs = run.options.effectTimeoutMs;
+  const timeout = new AbortController();
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      const error = new TimeoutError(`the model call did not answer within ${timeoutMs} ms`, { timeoutMs, runId: run.runId });
+      timeout.abort(error);
+      reject(error);
+    }, timeoutMs);
+  });
+  try {
+    return await Promise.race([Promise.resolve().then(() => call(AbortSignal.any([run.signal, timeout.signal]))), expired]);
+  } finally {
+    clearTimeout(timer);
+  }
 }

@@ -58,6 +58,9 @@ export async function runSeal(run: Execution, name: string, key: string, recorde
   const frozen = JSON.parse(json) as ContractBody;
   // What the action receives at commit is the canonical form: validate that, now.
   frozen.operations.forEach((op, i) => parseWithSchema(registry.action(op.action)!.input, op.input, `operations[${i}].input`));
+  frozen.dependencies.forEach((dep, i) => {
+    if (dep.kind === 'check') parseWithSchema(registry.check(dep.check)!.input, dep.input, `dependencies[${i}].input`);
+  });
   const sealed: SealedContract = { id: uuidv7(), idempotencyKey: explicit ?? `${run.runId}:${key}`, hash, version: CONTRACT_VERSION, body: frozen };
 
   const ids = activeTraceIds();

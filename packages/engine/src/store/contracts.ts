@@ -165,10 +165,13 @@ export async function settleContract(tx: pg.PoolClient, fence: Fence, s: Settlem
   const { rows } = await tx.query<{ stateVersion: number; now: Date }>({
     name: 'ratchet_settle_contract',
     text: `
-      WITH c AS (
+      WITH g AS (
+        -- The contracts guard admits a status change only for the contract named here.
+        SELECT set_config('ratchet.settling_contract', $4::text, true) AS settling
+      ), c AS (
         UPDATE ratchet.contracts SET status = $5, result = $6, error_detail = $7,
                committed_at = CASE WHEN $5 = 'committed' THEN ratchet.now() END
-         WHERE tenant_id = $1 AND id = $4
+         WHERE tenant_id = $1 AND id = $4::uuid AND (SELECT settling IS NOT NULL FROM g)
         RETURNING id
       ), o AS (
         INSERT INTO ratchet.operations (tenant_id, id, task_id, step_name, step_key, seq, kind, state, attempt, result, error,

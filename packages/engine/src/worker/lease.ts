@@ -3,10 +3,11 @@
  * every run its owner executes in a single statement, well before they expire (every lease/3). Renewal never bumps
  * `state_version`.
  *
- * A run missing from a renewal's result is no longer ours (re-claimed after we stalled, or moved
- * by an operator): its `onLost` fires, which aborts its AbortSignal and stops its writes. When
- * renewals keep failing (database unreachable) for three quarters of a lease, every run is
- * treated as lost before its lease can expire: the stale worker stops before another may claim.
+ * A run no longer held (re-claimed after we stalled, or moved by an operator) is lost: its
+ * `onLost` fires, which aborts its AbortSignal and stops its writes. When no renewal has
+ * succeeded for three quarters of a lease (the database unreachable, a renewal hanging), a
+ * watchdog treats every run as lost before its lease can expire: the stale worker stops before
+ * another may claim.
  */
 import type pg from 'pg';
 import { fault, type FaultHooks } from '../faults.js';
@@ -25,6 +26,8 @@ export interface HeldLease {
 export class LeaseKeeper {
   readonly #held = new Map<string, HeldLease>();
   #timer: NodeJS.Timeout | undefined;
+  /** Fires at 3/4 of a lease after the last successful renewal, whether or not a renewal hangs. */
+  #watchdog: NodeJS.Timeout | undefined;
   #lastSuccess = Date.now();
   #renewing: Promise<void> | undefined;
 
@@ -39,9 +42,26 @@ export class LeaseKeeper {
   hold(lease: HeldLease): void {
     this.#held.set(lease.fence.taskId, lease);
     if (!this.#timer) {
-      this.#lastSuccess = Date.now();
+      this.#succeeded(Date.now());
       this.#timer = setInterval(() => void this.renew(), Math.max(50, Math.floor(this.leaseMs / 3)));
       this.#timer.unref();
+    }
+  }
+
+  #succeeded(at: number): void {
+    this.#lastSuccess = at;
+    clearTimeout(this.#watchdog);
+    // Stop before the lease can expire in the database (where another worker may then claim the
+    // run), not after: a quarter of the lease is left as margin for clock and timer drift.
+    this.#watchdog = setTimeout(() => this.#giveUp(), Math.max(1, at + this.leaseMs * 0.75 - Date.now()));
+    this.#watchdog.unref();
+  }
+
+  #giveUp(): void {
+    if (Date.now() - this.#lastSuccess < this.leaseMs * 0.75) return;
+    for (const lease of [...this.#held.values()]) {
+      this.release(lease.fence.taskId, lease);
+      lease.onLost();
     }
   }
 
@@ -51,6 +71,7 @@ export class LeaseKeeper {
     this.#held.delete(taskId);
     if (this.#held.size === 0 && this.#timer) {
       clearInterval(this.#timer);
+      clearTimeout(this.#watchdog);
       this.#timer = undefined;
     }
   }
@@ -100,22 +121,13 @@ export class LeaseKeeper {
         lease.onRenewed(row.now);
         if (row.cancelRequestedAt) lease.onCancelRequested();
       }
-      this.#lastSuccess = startedAt;
+      this.#succeeded(startedAt);
       if (skipped) setTimeout(() => void this.renew(), Math.max(20, Math.floor(this.leaseMs / 10))).unref();
     } catch (error) {
       held.forEach((h, i) => (h.progressed ||= progressed[i]!));
       this.onError(error);
-      // Stop before the lease can expire in the database (where another worker may then claim
-      // the run), not after: a quarter of the lease is left as margin for clock and timer drift.
-      if (Date.now() - this.#lastSuccess >= this.leaseMs * 0.75) {
-        for (const lease of held) {
-          this.release(lease.fence.taskId, lease);
-          lease.onLost();
-        }
-      } else {
-        // Try again sooner than the regular beat, so the decision above is taken in time.
-        setTimeout(() => void this.renew(), Math.max(20, Math.floor(this.leaseMs / 10))).unref();
-      }
+      // Try again sooner than the regular beat; the watchdog gives up at 3/4 of the lease.
+      setTimeout(() => void this.renew(), Math.max(20, Math.floor(this.leaseMs / 10))).unref();
     }
   }
 
