@@ -2,8 +2,10 @@
  * `pnpm bench`: Ratchet against the floor, in ONE run on ONE PostgreSQL (only ratios measured
  * in the same run count on these noisy machines).
  *
+ *   raw        K+2 unrelated single-row INSERT commits: what the disk and Postgres allow at all
  *   baseline   a hand-rolled durable run: K+2 single-statement commits (insert run, K step rows,
  *              complete), named prepared statements, no fencing — the floor a durable run can reach
+ *   DBOS       DBOS Transact 5.3.0 on the same database: a direct workflow call, and its queue
  *   direct     Ratchet engine.run: inserted leased, executed inline (K+2 commits)
  *   queue      Ratchet client.start → worker → run.result() (K+3 commits: start, claim, K, complete)
  *
@@ -22,6 +24,7 @@ import pg from 'pg';
 import { z } from 'zod';
 import { workflow } from '@ratchet/sdk';
 import { createEngine, startEmbedded, type EmbeddedServer } from '@ratchet/engine';
+import { DBOS } from '@dbos-inc/dbos-sdk';
 
 const { values: args } = parseArgs({
   options: {
@@ -74,7 +77,12 @@ const settings = (await admin.query(`SELECT name, setting FROM pg_settings WHERE
 
 const results: PhaseResult[] = [];
 try {
+  results.push(await phase('raw single-INSERT commits (limit)', rawInserts()));
   results.push(await phase('baseline (K+2 commits)', baseline()));
+  const dbos = await startDbos();
+  results.push(await phase('DBOS Transact 5.3.0 direct', dbos.direct));
+  results.push(await phase('DBOS Transact 5.3.0 queue', dbos.queue));
+  await DBOS.shutdown();
   results.push(await phase('ratchet direct (engine.run)', await ratchetDirect()));
   results.push(await phase('ratchet queue (start → worker → result)', await ratchetQueue()));
 } finally {
@@ -170,6 +178,45 @@ async function postgresCpuMs(): Promise<number> {
   return (total / ticks) * 1000;
 }
 
+/** The limit: one single-row INSERT commit per "run" (K+2 of them, like the baseline, but unrelated rows). */
+function rawInserts(): Workload {
+  return async () => {
+    const pool = new pg.Pool({ connectionString: url, max: C });
+    await pool.query(`CREATE TABLE IF NOT EXISTS bench_raw (id bigserial PRIMARY KEY, v int NOT NULL)`);
+    return {
+      once: async () => {
+        for (let i = 0; i < K + 2; i += 1) await pool.query({ name: 'r_ins', text: `INSERT INTO bench_raw (v) VALUES ($1)`, values: [i] });
+      },
+      close: () => pool.end(),
+    };
+  };
+}
+
+/** DBOS Transact on the same database: its system tables in the schema `dbos`. */
+async function startDbos(): Promise<{ direct: Awaited<ReturnType<Workload>>; queue: Awaited<ReturnType<Workload>> }> {
+  const dbosTrivial = DBOS.registerWorkflow(
+    async (k: number) => {
+      let last = 0;
+      for (let i = 1; i <= k; i += 1) last = await DBOS.runStep(async () => i, { name: `s${i}` });
+      return last;
+    },
+    { name: 'bench-trivial' },
+  );
+  DBOS.setConfig({ name: 'ratchet-bench', applicationVersion: '1', systemDatabaseUrl: url!, systemDatabasePoolSize: C + 4, logLevel: 'error' });
+  await DBOS.launch();
+  const queue = await DBOS.registerQueue('bench', { workerConcurrency: C });
+  return {
+    direct: { once: async () => void (await dbosTrivial(K)), close: async () => {} },
+    queue: {
+      once: async () => {
+        const handle = await DBOS.startWorkflow(dbosTrivial, { queueName: queue.name })(K);
+        await handle.getResult();
+      },
+      close: async () => {},
+    },
+  };
+}
+
 function baseline(): Workload {
   return async () => {
     const pool = new pg.Pool({ connectionString: url, max: C });
@@ -220,17 +267,18 @@ async function ratchetQueue(): Promise<Awaited<ReturnType<Workload>>> {
 }
 
 function render(rows: PhaseResult[]): string {
-  const base = rows[0]!;
+  const base = rows.find((r) => r.name.startsWith('baseline')) ?? rows[0]!;
+  const dbos = rows.find((r) => r.name.includes('DBOS') && r.name.includes('direct'));
   const f = (n: number, d = 1) => (Number.isFinite(n) ? n.toFixed(d) : 'n/a');
   const lines = [
     `Command: \`pnpm bench --runs ${N} --steps ${K} --concurrency ${C}\` — ${N} runs × ${K} trivial steps, ${C} in flight.`,
     `PostgreSQL ${serverVersion} (${settings.map((s) => `${s.name}=${s.setting}`).join(', ')}), Node ${process.version}, ${cpus().length} cores, ${Math.round(totalmem() / 2 ** 30)} GiB.`,
     '',
-    '| phase | runs/s | × baseline | p50 ms | p99 ms | statements/run | statements/step | write txns/run | WAL bytes/run | Node CPU ms/run | Postgres CPU ms/run |',
-    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    '| phase | runs/s | × baseline | × DBOS direct | p50 ms | p99 ms | statements/run | statements/step | write txns/run | WAL bytes/run | Node CPU ms/run | Postgres CPU ms/run |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
     ...rows.map(
       (r) =>
-        `| ${r.name} | ${f(r.runsPerSec)} | ${f(r.runsPerSec / base.runsPerSec, 2)} | ${f(r.p50)} | ${f(r.p99)} | ${f(r.statementsPerRun)} | ${f(r.statementsPerRun / K, 2)} | ${f(r.commitsPerRun)} | ${f(r.walBytesPerRun, 0)} | ${f(r.nodeCpuMsPerRun, 2)} | ${f(r.pgCpuMsPerRun, 2)} |`,
+        `| ${r.name} | ${f(r.runsPerSec)} | ${f(r.runsPerSec / base.runsPerSec, 2)} | ${dbos ? f(r.runsPerSec / dbos.runsPerSec, 2) : 'n/a'} | ${f(r.p50)} | ${f(r.p99)} | ${f(r.statementsPerRun)} | ${f(r.statementsPerRun / K, 2)} | ${f(r.commitsPerRun)} | ${f(r.walBytesPerRun, 0)} | ${f(r.nodeCpuMsPerRun, 2)} | ${f(r.pgCpuMsPerRun, 2)} |`,
     ),
   ];
   return lines.join('\n');
