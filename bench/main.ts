@@ -13,7 +13,7 @@
  * latency, statements per run and per step (pg_stat_statements), write transactions and WAL bytes per run,
  * Node and Postgres CPU per run, and the ratio to the baseline.
  *
- *   pnpm bench [--runs 500] [--steps 5] [--concurrency 8] [--out docs/benchmarks.md]
+ *   pnpm bench [--runs 500] [--steps 5] [--concurrency 8] [--out docs/benchmarks.md] [--statements]
  *   DATABASE_URL=postgres://… pnpm bench     (the server needs pg_stat_statements preloaded)
  */
 import { readFile, readdir, writeFile, mkdtemp, chmod, rm } from 'node:fs/promises';
@@ -32,6 +32,7 @@ const { values: args } = parseArgs({
     steps: { type: 'string', default: '5' },
     concurrency: { type: 'string', default: '8' },
     out: { type: 'string' },
+    statements: { type: 'boolean', default: false },
   },
 });
 const N = Number(args.runs);
@@ -85,6 +86,15 @@ try {
   await DBOS.shutdown();
   results.push(await phase('ratchet direct (engine.run)', await ratchetDirect()));
   results.push(await phase('ratchet queue (start → worker → result)', await ratchetQueue()));
+  if (args.statements) {
+    const { rows } = await admin.query(
+      `SELECT calls, round(mean_exec_time::numeric, 3) AS mean_ms, round(total_exec_time::numeric) AS total_ms,
+              left(regexp_replace(query, '\\s+', ' ', 'g'), 110) AS query
+         FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+        ORDER BY total_exec_time DESC LIMIT 15`,
+    );
+    console.table(rows);
+  }
 } finally {
   await admin.end();
   await server?.release();
