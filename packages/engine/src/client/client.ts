@@ -78,6 +78,8 @@ export interface RunHandle<O = unknown> {
 const FINAL: ReadonlySet<TaskState> = new Set(['completed', 'failed', 'cancelled']);
 /** The safety net under NOTIFY while awaiting a result. */
 const RESULT_POLL_MS = 1_000;
+/** How soon a caller whose registration met a locked row tries again. */
+const REGISTER_RETRY_MS = 10;
 
 /** Validated start arguments → the row to insert. Shared with the direct path (engine.run). */
 export function newTaskFor(wf: Workflow, input: unknown, options: StartOptions, actorId: string, policyVersion: string | null = null): NewTask {
@@ -233,21 +235,30 @@ export class Client {
     });
     const deadline = timeoutMs === undefined ? Infinity : Date.now() + timeoutMs;
     try {
-      let task = await awaitTask(this.#core.pool, tenantId, runId);
+      const first = await awaitTask(this.#core.pool, tenantId, runId);
+      let task: TaskRecord | null = first;
+      let registered = first?.registered ?? false;
       for (;;) {
         if (!task) throw new NotFoundError(`no run ${runId}`, { resource: 'run', id: runId });
         if (FINAL.has(task.state)) return settledResult<O>(task);
         const left = deadline - Date.now();
         if (left <= 0) throw new TimeoutError(`run ${runId} did not finish within ${timeoutMs} ms (it is ${task.state})`, { runId, timeoutMs: timeoutMs! });
         await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, Math.min(left, RESULT_POLL_MS));
+          // Not registered yet (a checkpoint held the row): try again shortly rather than wait for the poll.
+          const timer = setTimeout(resolve, Math.min(left, registered ? RESULT_POLL_MS : REGISTER_RETRY_MS));
           wake = () => {
             clearTimeout(timer);
             resolve();
           };
         });
         wake = undefined;
-        task = await getTask(this.#core.pool, tenantId, runId);
+        if (registered) {
+          task = await getTask(this.#core.pool, tenantId, runId);
+        } else {
+          const again = await awaitTask(this.#core.pool, tenantId, runId);
+          registered = again?.registered ?? false;
+          task = again;
+        }
       }
     } finally {
       unsubscribe();

@@ -216,10 +216,12 @@ export const CLAIM_TASKS_SQL = `
 
 /** Earliest `due_at` among runs of the registered pairs, as milliseconds from now (≤ 0: due). */
 export async function nextDueIn(db: Queryable, names: string[], versions: string[]): Promise<number | null> {
+  // ORDER BY … LIMIT 1, not min(): it walks tasks_due in order and stops at the first match.
   const { rows } = await db.query<{ ms: number | null }>({
     name: 'ratchet_next_due',
-    text: `SELECT (extract(epoch FROM min(due_at) - ratchet.now()) * 1000)::float8 AS ms FROM ratchet.tasks
-            WHERE due_at IS NOT NULL AND (workflow_name, workflow_version) IN (SELECT * FROM unnest($1::text[], $2::text[]))`,
+    text: `SELECT (extract(epoch FROM due_at - ratchet.now()) * 1000)::float8 AS ms FROM ratchet.tasks
+            WHERE due_at IS NOT NULL AND (workflow_name, workflow_version) IN (SELECT * FROM unnest($1::text[], $2::text[]))
+            ORDER BY due_at LIMIT 1`,
     values: [names, versions],
   });
   return rows[0]?.ms ?? null;
@@ -357,12 +359,24 @@ export async function fenceHolds(db: Queryable, fence: Fence): Promise<boolean> 
 
 /**
  * A caller registers as awaiting the run's result (so its completion will NOTIFY) and reads its
- * state in the same statement: registering before checking means no completion is missed.
+ * state in the same statement: registering before checking means no completion is missed. The
+ * registration takes the task row's lock, which conflicts with a step checkpoint's fence; rather
+ * than wait behind it, a locked row is skipped and reported `registered: false`, and the caller
+ * tries again a moment later.
  */
-export async function awaitTask(db: Queryable, tenantId: string, id: string): Promise<TaskRecord | null> {
-  const { rows } = await db.query<TaskRecord>({
+export async function awaitTask(db: Queryable, tenantId: string, id: string): Promise<(TaskRecord & { registered: boolean }) | null> {
+  const { rows } = await db.query<TaskRecord & { registered: boolean }>({
     name: 'ratchet_await_task',
-    text: `UPDATE ratchet.tasks t SET result_awaited = true WHERE t.tenant_id = $1 AND t.id = $2 RETURNING ${TASK_COLUMNS}`,
+    text: `
+      WITH l AS (
+        SELECT tenant_id, id FROM ratchet.tasks
+         WHERE tenant_id = $1 AND id = $2 AND NOT result_awaited
+           FOR NO KEY UPDATE SKIP LOCKED
+      ), u AS (
+        UPDATE ratchet.tasks t SET result_awaited = true FROM l WHERE t.tenant_id = l.tenant_id AND t.id = l.id RETURNING t.id
+      )
+      SELECT ${TASK_COLUMNS}, (t.result_awaited OR EXISTS (SELECT 1 FROM u)) AS registered
+        FROM ratchet.tasks t WHERE t.tenant_id = $1 AND t.id = $2`,
     values: [tenantId, id],
   });
   return rows[0] ?? null;
