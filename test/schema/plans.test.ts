@@ -122,9 +122,9 @@ describe('generic plans on empty tables', () => {
     expectIndexed(plan, 'tasks', 'tasks_idempotency_key_unique', ['idempotency_key']);
   });
 
-  it('the engine’s claim statement ranges over due_at', async () => {
+  it('the engine’s claim statement ranges over due_at per registered workflow', async () => {
     const plan = await inferredPlan(CLAIM_TASKS_SQL);
-    expectIndexed(plan, 'tasks', 'tasks_due', ['due_at']);
+    expectIndexed(plan, 'tasks', 'tasks_due', ['workflow_name', 'workflow_version', 'due_at']);
   });
 
   it('the engine’s checkpoint statement fences through the task’s primary key', async () => {

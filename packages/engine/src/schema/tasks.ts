@@ -79,7 +79,9 @@ export const tasks = ratchetSchema.table(
     uniqueIndex('tasks_idempotency_key_unique')
       .on(t.idempotencyKey, t.workflowName, t.tenantId)
       .where(sql`${t.idempotencyKey} is not null`),
-    index('tasks_due').on(t.dueAt).where(sql`${t.dueAt} is not null`),
+    // The claim walks due runs per registered (workflow, version), in due order: a worker never
+    // wades through the due runs of workflows it does not serve.
+    index('tasks_due').on(t.workflowName, t.workflowVersion, t.dueAt).where(sql`${t.dueAt} is not null`),
     index('tasks_parent').on(t.parentId, t.tenantId).where(sql`${t.parentId} is not null`),
   ],
 );

@@ -175,13 +175,21 @@ export async function claimTasks(
 
 export const CLAIM_TASKS_SQL = `
   WITH c AS MATERIALIZED (
-    SELECT tenant_id, id, state AS prior_state, lease_owner AS prior_owner
-      FROM ratchet.tasks
-     WHERE due_at <= ratchet.now()
-       AND (workflow_name, workflow_version) IN (SELECT * FROM unnest($1::text[], $2::text[]))
-     ORDER BY due_at
+    -- Per registered (workflow, version), the earliest due runs (tasks_due range scan), then the
+    -- earliest of those overall. Rows locked here but cut by the outer LIMIT unlock at the end of
+    -- this statement.
+    SELECT d.tenant_id, d.id, d.state AS prior_state, d.lease_owner AS prior_owner
+      FROM unnest($1::text[], $2::text[]) AS w(name, version)
+     CROSS JOIN LATERAL (
+       SELECT t.tenant_id, t.id, t.state, t.lease_owner, t.due_at
+         FROM ratchet.tasks t
+        WHERE t.workflow_name = w.name AND t.workflow_version = w.version AND t.due_at <= ratchet.now()
+        ORDER BY t.due_at
+        LIMIT $3
+          FOR UPDATE SKIP LOCKED
+     ) d
+     ORDER BY d.due_at
      LIMIT $3
-       FOR UPDATE SKIP LOCKED
   ), u AS (
     UPDATE ratchet.tasks t
        SET state = CASE WHEN t.claim_count >= $6 THEN 'parked' ELSE 'running' END,
@@ -216,12 +224,16 @@ export const CLAIM_TASKS_SQL = `
 
 /** Earliest `due_at` among runs of the registered pairs, as milliseconds from now (≤ 0: due). */
 export async function nextDueIn(db: Queryable, names: string[], versions: string[]): Promise<number | null> {
-  // ORDER BY … LIMIT 1, not min(): it walks tasks_due in order and stops at the first match.
+  // One index probe per registered pair (ORDER BY … LIMIT 1 on tasks_due), then the earliest.
   const { rows } = await db.query<{ ms: number | null }>({
     name: 'ratchet_next_due',
-    text: `SELECT (extract(epoch FROM due_at - ratchet.now()) * 1000)::float8 AS ms FROM ratchet.tasks
-            WHERE due_at IS NOT NULL AND (workflow_name, workflow_version) IN (SELECT * FROM unnest($1::text[], $2::text[]))
-            ORDER BY due_at LIMIT 1`,
+    text: `SELECT (extract(epoch FROM min(d.due_at) - ratchet.now()) * 1000)::float8 AS ms
+             FROM unnest($1::text[], $2::text[]) AS w(name, version)
+            CROSS JOIN LATERAL (
+              SELECT t.due_at FROM ratchet.tasks t
+               WHERE t.workflow_name = w.name AND t.workflow_version = w.version AND t.due_at IS NOT NULL
+               ORDER BY t.due_at LIMIT 1
+            ) d`,
     values: [names, versions],
   });
   return rows[0]?.ms ?? null;

@@ -1,0 +1,2 @@
+DROP INDEX "ratchet"."tasks_due";--> statement-breakpoint
+CREATE INDEX "tasks_due" ON "ratchet"."tasks" USING btree ("workflow_name","workflow_version","due_at") WHERE "ratchet"."tasks"."due_at" is not null;
