@@ -1,29 +1,39 @@
 /**
- * `pnpm bench`: Ratchet against the floor, in ONE run on ONE PostgreSQL (only ratios measured
- * in the same run count on these noisy machines).
+ * `pnpm bench`: Ratchet against DBOS Transact and against the floor, in ONE process sequence on
+ * ONE PostgreSQL with the same settings (only ratios measured in the same run count on these
+ * noisy machines).
  *
+ * Workloads (each N runs with C in flight):
+ *   trivial   K trivial steps
+ *   effects   K side effects (an in-process provider that answers at once)
+ *   agent     the agent path: infer (a stub model) → seal → commit (one ticket insert)
+ *
+ * Phases per workload, where they apply:
  *   raw        K+2 unrelated single-row INSERT commits: what the disk and Postgres allow at all
- *   baseline   a hand-rolled durable run: K+2 single-statement commits (insert run, K step rows,
- *              complete), named prepared statements, no fencing — the floor a durable run can reach
+ *   baseline   the same durable shape hand-rolled in plain pg: named prepared statements, no fence,
+ *              no events — the floor a durable run can reach (trivial: K+2 commits; effects:
+ *              reserve and record per effect; agent: run, answer, contract, SERIALIZABLE commit, done)
  *   DBOS       DBOS Transact 5.3.0 on the same database: a direct workflow call, and its queue
- *   direct     Ratchet engine.run: inserted leased, executed inline (K+2 commits)
- *   queue      Ratchet client.start → worker → run.result() (K+3 commits: start, claim, K, complete)
+ *   direct     Ratchet engine.run (inline; born leased)
+ *   queue      Ratchet client.start → worker → run.result()
  *
- * Each phase runs N runs of K trivial steps with C in flight. Reported per phase: runs/s, p50/p99
- * latency, statements per run and per step (pg_stat_statements), write transactions and WAL bytes per run,
- * Node and Postgres CPU per run, and the ratio to the baseline.
+ * Reported per phase: runs/s, steps/s, p50/p99 start→result latency, p50 start→first-step
+ * latency, statements per run and per step (pg_stat_statements), write transactions and WAL bytes
+ * per run, Node and Postgres CPU per run, ratios to the baseline and to DBOS direct.
  *
- *   pnpm bench [--runs 500] [--steps 5] [--concurrency 8] [--out docs/benchmarks.md] [--statements]
+ *   pnpm bench [--runs 500] [--steps 5] [--concurrency 8] [--workloads trivial,effects,agent]
+ *              [--out docs/benchmarks.md] [--statements]
  *   DATABASE_URL=postgres://… pnpm bench     (the server needs pg_stat_statements preloaded)
+ * With --out, the results also go to <out>.json and a chart to <out>.svg.
  */
-import { readFile, readdir, writeFile, mkdtemp, chmod, rm } from 'node:fs/promises';
-import { tmpdir, cpus, totalmem } from 'node:os';
+import { chmod, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { cpus, tmpdir, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { z } from 'zod';
-import { workflow } from '@ratchet/sdk';
-import { createEngine, startEmbedded, type EmbeddedServer } from '@ratchet/engine';
+import { defineAction, workflow, type Workflow } from '@ratchet/sdk';
+import { createEngine, startEmbedded, type EmbeddedServer, type Engine } from '@ratchet/engine';
 import { DBOS } from '@dbos-inc/dbos-sdk';
 
 const { values: args } = parseArgs({
@@ -31,6 +41,7 @@ const { values: args } = parseArgs({
     runs: { type: 'string', default: '500' },
     steps: { type: 'string', default: '5' },
     concurrency: { type: 'string', default: '8' },
+    workloads: { type: 'string', default: 'trivial,effects,agent' },
     out: { type: 'string' },
     statements: { type: 'boolean', default: false },
   },
@@ -38,20 +49,83 @@ const { values: args } = parseArgs({
 const N = Number(args.runs);
 const K = Number(args.steps);
 const C = Number(args.concurrency);
+const WORKLOADS = args.workloads!.split(',').map((w) => w.trim());
 
-const trivial = workflow({ name: 'bench-trivial', version: '1', input: z.object({ k: z.number().int() }) }, async (ctx, { k }) => {
+// ------------------------------------------------------------------------------ the workflows
+
+let tokens = 0;
+/** First-step times by token: the first step of a run notes when it started. */
+const firstStep = new Map<string, number>();
+const noteFirst = (token: string) => {
+  if (!firstStep.has(token)) firstStep.set(token, performance.now());
+};
+
+const Input = z.object({ k: z.number().int(), token: z.string() });
+
+const trivial = workflow({ name: 'bench-trivial', version: '1', input: Input }, async (ctx, { k, token }) => {
   let last = 0;
-  for (let i = 1; i <= k; i += 1) last = await ctx.step('s', () => i);
+  for (let i = 1; i <= k; i += 1) {
+    last = await ctx.step('s', () => {
+      if (i === 1) noteFirst(token);
+      return i;
+    });
+  }
   return last;
 });
 
+/** The provider behind every effect: answers at once, honours nothing (the engine's cost only). */
+const provider = async (key: string) => ({ ok: true, key: key.length });
+
+const effects = workflow({ name: 'bench-effects', version: '1', input: Input }, async (ctx, { k, token }) => {
+  let last = 0;
+  for (let i = 1; i <= k; i += 1) {
+    const r = await ctx.effect('call', {
+      input: { i },
+      execute: ({ idempotencyKey }) => {
+        if (i === 1) noteFirst(token);
+        return provider(idempotencyKey);
+      },
+    });
+    last = r.key;
+  }
+  return last;
+});
+
+const insertTicket = defineAction({
+  name: 'bench.tickets.insert',
+  input: z.object({ token: z.string(), priority: z.enum(['high', 'low']) }),
+  run: async (tx, input) => {
+    const { rows } = await tx.query(`INSERT INTO bench_tickets (token, priority) VALUES ($1, $2) RETURNING id`, [input.token, input.priority]);
+    return { id: rows[0].id as number };
+  },
+});
+
+const agent = workflow({ name: 'bench-agent', version: '1', input: Input }, async (ctx, { token }) => {
+  const decision = await ctx.infer('classify', {
+    model: 'stub',
+    schema: z.object({ priority: z.enum(['high', 'low']) }),
+    call: async () => {
+      noteFirst(token);
+      return { priority: token.length % 2 === 0 ? ('high' as const) : ('low' as const) };
+    },
+  });
+  const contract = await ctx.seal('ticket', { operations: [{ action: 'bench.tickets.insert', input: { token, ...decision } }] });
+  const committed = await ctx.commit(contract);
+  return committed.results[0];
+});
+
+// ------------------------------------------------------------------------------ the server
+
 interface PhaseResult {
+  workload: string;
   name: string;
   runsPerSec: number;
+  stepsPerSec: number;
   p50: number;
   p99: number;
+  firstStepP50: number;
   statementsPerRun: number;
-  commitsPerRun: number;
+  writeTxnsPerRun: number;
   walBytesPerRun: number;
   nodeCpuMsPerRun: number;
   pgCpuMsPerRun: number;
@@ -73,28 +147,39 @@ if (!url) {
 
 const admin = new pg.Pool({ connectionString: url, max: 2 });
 await admin.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
+await admin.query(`
+  CREATE TABLE IF NOT EXISTS bench_raw (id bigserial PRIMARY KEY, v int NOT NULL);
+  CREATE TABLE IF NOT EXISTS bench_runs (id uuid PRIMARY KEY, state text NOT NULL, output jsonb, created_at timestamptz DEFAULT now());
+  CREATE TABLE IF NOT EXISTS bench_steps (run_id uuid NOT NULL REFERENCES bench_runs, n int NOT NULL, state text NOT NULL DEFAULT 'done', result jsonb, PRIMARY KEY (run_id, n));
+  CREATE TABLE IF NOT EXISTS bench_contracts (id uuid PRIMARY KEY, run_id uuid NOT NULL REFERENCES bench_runs, body jsonb NOT NULL, hash text NOT NULL, status text NOT NULL);
+  CREATE TABLE IF NOT EXISTS bench_tickets (id bigserial PRIMARY KEY, token text NOT NULL, priority text NOT NULL);`);
 const serverVersion = (await admin.query('SHOW server_version')).rows[0].server_version as string;
 const settings = (await admin.query(`SELECT name, setting FROM pg_settings WHERE name IN ('fsync', 'synchronous_commit')`)).rows;
 
 const results: PhaseResult[] = [];
 try {
-  results.push(await phase('raw single-INSERT commits (limit)', rawInserts()));
-  results.push(await phase('baseline (K+2 commits)', baseline()));
-  const dbos = await startDbos();
-  results.push(await phase('DBOS Transact 5.3.0 direct', dbos.direct));
-  results.push(await phase('DBOS Transact 5.3.0 queue', dbos.queue));
-  await DBOS.shutdown();
-  results.push(await phase('ratchet direct (engine.run)', await ratchetDirect()));
-  results.push(await phase('ratchet queue (start → worker → result)', await ratchetQueue()));
-  if (args.statements) {
-    const { rows } = await admin.query(
-      `SELECT calls, round(mean_exec_time::numeric, 3) AS mean_ms, round(total_exec_time::numeric) AS total_ms,
-              left(regexp_replace(query, '\\s+', ' ', 'g'), 110) AS query
-         FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-        ORDER BY total_exec_time DESC LIMIT 15`,
-    );
-    console.table(rows);
+  const run = (workload: string, name: string, w: Workload) =>
+    phase(workload, name, workload === 'agent' ? 3 : K, w).then((r) => results.push(r));
+  // Each system runs alone: DBOS is shut down (its pollers stopped) before Ratchet starts.
+  for (const workload of WORKLOADS) {
+    if (workload === 'trivial') await run(workload, 'raw single-INSERT commits (limit)', rawInserts());
+    await run(workload, 'baseline (hand-rolled)', workload === 'trivial' ? baseline() : workload === 'effects' ? baselineEffects() : baselineAgent());
   }
+  const dbos = await startDbos();
+  for (const workload of WORKLOADS.filter((w) => w !== 'agent')) {
+    await run(workload, 'DBOS Transact 5.3.0 direct', dbos.direct(workload));
+    await run(workload, 'DBOS Transact 5.3.0 queue', dbos.queue(workload));
+  }
+  await DBOS.shutdown();
+  for (const workload of WORKLOADS) {
+    const wf = workload === 'trivial' ? trivial : workload === 'effects' ? effects : agent;
+    const engine = await createEngine({ database: url, workflows: [wf], actions: [insertTicket], poolSize: C * 2 + 6 });
+    await engine.migrate();
+    await run(workload, 'ratchet direct (engine.run)', ratchetDirect(engine, wf));
+    await run(workload, 'ratchet queue (start → worker → result)', await ratchetQueue(engine, wf));
+    await engine.close();
+  }
+  if (args.statements) await printTopStatements();
 } finally {
   await admin.end();
   await server?.release();
@@ -109,30 +194,38 @@ if (args.out) {
   const previous = await readFile(out, 'utf8').catch(() => '');
   const marker = '<!-- bench:results -->';
   const [head] = previous.split(marker);
-  await writeFile(out, `${(head ?? '').trimEnd() || '# Benchmarks'}\n\n${marker}\n\n${report}\n`);
-  console.log(`written to ${out}`);
+  const svg = out.replace(/\.md$/, '') + '.svg';
+  const chartLink = `![runs per second by phase and workload](${svg.split('/').pop()})`;
+  await writeFile(out, `${(head ?? '').trimEnd() || '# Benchmarks'}\n\n${marker}\n\n${report}\n\n${chartLink}\n`);
+  await writeFile(out.replace(/\.md$/, '') + '.json', JSON.stringify({ command: commandLine(), serverVersion, settings, results }, null, 2) + '\n');
+  await writeFile(svg, chart(results));
+  console.log(`written to ${out} (+ .json, .svg)`);
 }
 
-// ---------------------------------------------------------------------------------------------
+// ------------------------------------------------------------------------------ measuring
 
-/** A phase: `prepare` sets up, returns the per-run function and its cleanup. */
-type Workload = () => Promise<{ once: () => Promise<void>; close: () => Promise<void> }>;
+/** One run of a workload: resolves when it is done. `token` identifies it for first-step timing. */
+type Workload = { once: (token: string) => Promise<void>; close: () => Promise<void> };
 
-async function phase(name: string, workload: Workload | Awaited<ReturnType<Workload>>): Promise<PhaseResult> {
-  const w = typeof workload === 'function' ? await workload() : workload;
-  for (let i = 0; i < Math.min(20, N); i += 1) await w.once(); // warm up: connections, prepared statements
+async function phase(workload: string, name: string, stepsPerRun: number, w: Workload): Promise<PhaseResult> {
+  for (let i = 0; i < Math.min(20, N); i += 1) await w.once(`warm-${tokens++}`); // connections, prepared statements
   const before = await counters();
   const cpu0 = process.cpuUsage();
   const latencies: number[] = [];
+  const firsts: number[] = [];
   let next = 0;
   const t0 = performance.now();
   await Promise.all(
     Array.from({ length: C }, async () => {
       while (next < N) {
         next += 1;
+        const token = `t${tokens++}`;
         const s = performance.now();
-        await w.once();
+        await w.once(token);
         latencies.push(performance.now() - s);
+        const f = firstStep.get(token);
+        if (f !== undefined) firsts.push(f - s);
+        firstStep.delete(token);
       }
     }),
   );
@@ -140,156 +233,284 @@ async function phase(name: string, workload: Workload | Awaited<ReturnType<Workl
   const cpu = process.cpuUsage(cpu0);
   const after = await counters();
   await w.close();
-  latencies.sort((a, b) => a - b);
-  const pct = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))]!;
+  const pct = (xs: number[], p: number) => {
+    if (xs.length === 0) return Number.NaN;
+    const sorted = [...xs].sort((a, b) => a - b);
+    return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+  };
+  const runsPerSec = (N / elapsed) * 1000;
   return {
+    workload,
     name,
-    runsPerSec: (N / elapsed) * 1000,
-    p50: pct(50),
-    p99: pct(99),
+    runsPerSec,
+    stepsPerSec: runsPerSec * stepsPerRun,
+    p50: pct(latencies, 50),
+    p99: pct(latencies, 99),
+    firstStepP50: pct(firsts, 50),
     statementsPerRun: (after.statements - before.statements) / N,
-    commitsPerRun: (after.commits - before.commits) / N,
+    writeTxnsPerRun: (after.xids - before.xids) / N,
     walBytesPerRun: (after.wal - before.wal) / N,
     nodeCpuMsPerRun: (cpu.user + cpu.system) / 1000 / N,
     pgCpuMsPerRun: (after.pgCpuMs - before.pgCpuMs) / N,
   };
 }
 
-async function counters(): Promise<{ statements: number; commits: number; wal: number; pgCpuMs: number }> {
+async function counters(): Promise<{ statements: number; xids: number; wal: number; pgCpuMs: number }> {
   // Measurement queries themselves are excluded from the statement count by their text.
   const { rows } = await admin.query(`
     SELECT (SELECT coalesce(sum(calls), 0) FROM pg_stat_statements
              WHERE query NOT ILIKE '%pg_stat%' AND query NOT ILIKE '%pg_current_wal%' AND query NOT IN ('BEGIN', 'COMMIT')
                AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database()))::float8 AS statements,
            -- The next transaction id: its growth counts write transactions (read-only ones get no id).
-           pg_snapshot_xmax(pg_current_snapshot())::text::float8 AS commits,
+           pg_snapshot_xmax(pg_current_snapshot())::text::float8 AS xids,
            pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8 AS wal`);
-  await admin.query('SELECT pg_stat_clear_snapshot()');
   return { ...rows[0], pgCpuMs: await postgresCpuMs() };
 }
 
 /** CPU of the postmaster and all its children (live ones, plus exited ones via cutime/cstime). */
 async function postgresCpuMs(): Promise<number> {
-  const pidFile = server ? join(server.dataDir, 'postmaster.pid') : undefined;
-  if (!pidFile) return Number.NaN; // an external server: its processes are not ours to read
-  const postmaster = Number((await readFile(pidFile, 'utf8')).split('\n')[0]);
+  if (!server) return Number.NaN; // an external server: its processes are not ours to read
+  const postmaster = Number((await readFile(join(server.dataDir, 'postmaster.pid'), 'utf8')).split('\n')[0]);
   const ticks = 100; // USER_HZ on Linux
   let total = 0;
   for (const entry of await readdir('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     const stat = await readFile(`/proc/${entry}/stat`, 'utf8').catch(() => '');
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    const ppid = Number(fields[1]);
     const pid = Number(entry);
-    if (pid !== postmaster && ppid !== postmaster) continue;
+    if (pid !== postmaster && Number(fields[1]) !== postmaster) continue;
     total += Number(fields[11]) + Number(fields[12]); // utime + stime
     if (pid === postmaster) total += Number(fields[13]) + Number(fields[14]); // + exited children
   }
   return (total / ticks) * 1000;
 }
 
-/** The limit: one single-row INSERT commit per "run" (K+2 of them, like the baseline, but unrelated rows). */
+async function printTopStatements(): Promise<void> {
+  const { rows } = await admin.query(
+    `SELECT calls, round(mean_exec_time::numeric, 3) AS mean_ms, round(total_exec_time::numeric) AS total_ms,
+            left(regexp_replace(query, '\\s+', ' ', 'g'), 110) AS query
+       FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+      ORDER BY total_exec_time DESC LIMIT 15`,
+  );
+  console.table(rows);
+}
+
+// ------------------------------------------------------------------------------ the phases
+
+/** The limit: K+2 unrelated single-row INSERT commits per "run". */
 function rawInserts(): Workload {
-  return async () => {
-    const pool = new pg.Pool({ connectionString: url, max: C });
-    await pool.query(`CREATE TABLE IF NOT EXISTS bench_raw (id bigserial PRIMARY KEY, v int NOT NULL)`);
-    return {
-      once: async () => {
-        for (let i = 0; i < K + 2; i += 1) await pool.query({ name: 'r_ins', text: `INSERT INTO bench_raw (v) VALUES ($1)`, values: [i] });
-      },
-      close: () => pool.end(),
-    };
+  const pool = new pg.Pool({ connectionString: url, max: C });
+  return {
+    once: async () => {
+      for (let i = 0; i < K + 2; i += 1) await pool.query({ name: 'r_ins', text: `INSERT INTO bench_raw (v) VALUES ($1)`, values: [i] });
+    },
+    close: () => pool.end(),
+  };
+}
+
+/** Hand-rolled trivial run: insert, K step rows, complete — K+2 commits. */
+function baseline(): Workload {
+  const pool = new pg.Pool({ connectionString: url, max: C });
+  return {
+    once: async (token) => {
+      const id = crypto.randomUUID();
+      await pool.query({ name: 'b_ins', text: `INSERT INTO bench_runs (id, state) VALUES ($1, 'running')`, values: [id] });
+      for (let i = 1; i <= K; i += 1) {
+        if (i === 1) noteFirst(token);
+        await pool.query({ name: 'b_step', text: `INSERT INTO bench_steps (run_id, n, result) VALUES ($1, $2, $3)`, values: [id, i, JSON.stringify(i)] });
+      }
+      await pool.query({ name: 'b_done', text: `UPDATE bench_runs SET state = 'completed', output = $2 WHERE id = $1`, values: [id, JSON.stringify(K)] });
+    },
+    close: () => pool.end(),
+  };
+}
+
+/** Hand-rolled effects: per effect, reserve (insert) then record (update) around the call — 2K+2 commits. */
+function baselineEffects(): Workload {
+  const pool = new pg.Pool({ connectionString: url, max: C });
+  return {
+    once: async (token) => {
+      const id = crypto.randomUUID();
+      await pool.query({ name: 'be_ins', text: `INSERT INTO bench_runs (id, state) VALUES ($1, 'running')`, values: [id] });
+      for (let i = 1; i <= K; i += 1) {
+        await pool.query({ name: 'be_res', text: `INSERT INTO bench_steps (run_id, n, state) VALUES ($1, $2, 'reserved')`, values: [id, i] });
+        if (i === 1) noteFirst(token);
+        const r = await provider(`${id}:${i}`);
+        await pool.query({ name: 'be_rec', text: `UPDATE bench_steps SET state = 'done', result = $3 WHERE run_id = $1 AND n = $2 AND state = 'reserved'`, values: [id, i, JSON.stringify(r)] });
+      }
+      await pool.query({ name: 'be_done', text: `UPDATE bench_runs SET state = 'completed' WHERE id = $1`, values: [id] });
+    },
+    close: () => pool.end(),
+  };
+}
+
+/** Hand-rolled agent path: run, recorded answer, sealed contract, one SERIALIZABLE commit, done. */
+function baselineAgent(): Workload {
+  const pool = new pg.Pool({ connectionString: url, max: C });
+  return {
+    once: async (token) => {
+      const id = crypto.randomUUID();
+      await pool.query({ name: 'ba_ins', text: `INSERT INTO bench_runs (id, state) VALUES ($1, 'running')`, values: [id] });
+      noteFirst(token);
+      const decision = { priority: token.length % 2 === 0 ? 'high' : 'low' };
+      await pool.query({ name: 'ba_ans', text: `INSERT INTO bench_steps (run_id, n, result) VALUES ($1, 1, $2)`, values: [id, JSON.stringify(decision)] });
+      const body = JSON.stringify({ operations: [{ action: 'tickets.insert', input: { token, ...decision } }] });
+      const contractId = crypto.randomUUID();
+      await pool.query({ name: 'ba_seal', text: `INSERT INTO bench_contracts (id, run_id, body, hash, status) VALUES ($1, $2, $3::jsonb, md5($3::text), 'sealed')`, values: [contractId, id, body] });
+      // SERIALIZABLE needs retries here too (SSI reports false positives on small tables).
+      for (let attempt = 1; ; attempt += 1) {
+        const client = await pool.connect();
+        try {
+          await client.query('BEGIN ISOLATION LEVEL SERIALIZABLE');
+          await client.query({ name: 'ba_lock', text: `SELECT body FROM bench_contracts WHERE id = $1 FOR UPDATE`, values: [contractId] });
+          await client.query({ name: 'ba_tkt', text: `INSERT INTO bench_tickets (token, priority) VALUES ($1, $2)`, values: [token, decision.priority] });
+          await client.query({ name: 'ba_done_c', text: `UPDATE bench_contracts SET status = 'committed' WHERE id = $1`, values: [contractId] });
+          await client.query('COMMIT');
+          break;
+        } catch (error) {
+          await client.query('ROLLBACK');
+          if ((error as { code?: string }).code !== '40001' || attempt >= 6) throw error;
+        } finally {
+          client.release();
+        }
+      }
+      await pool.query({ name: 'ba_done', text: `UPDATE bench_runs SET state = 'completed' WHERE id = $1`, values: [id] });
+    },
+    close: () => pool.end(),
   };
 }
 
 /** DBOS Transact on the same database: its system tables in the schema `dbos`. */
-async function startDbos(): Promise<{ direct: Awaited<ReturnType<Workload>>; queue: Awaited<ReturnType<Workload>> }> {
+async function startDbos(): Promise<{ direct: (w: string) => Workload; queue: (w: string) => Workload }> {
   const dbosTrivial = DBOS.registerWorkflow(
-    async (k: number) => {
+    async (k: number, token: string) => {
       let last = 0;
-      for (let i = 1; i <= k; i += 1) last = await DBOS.runStep(async () => i, { name: `s${i}` });
+      for (let i = 1; i <= k; i += 1) {
+        last = await DBOS.runStep(async () => {
+          if (i === 1) noteFirst(token);
+          return i;
+        }, { name: `s${i}` });
+      }
       return last;
     },
     { name: 'bench-trivial' },
   );
+  // A DBOS step is checkpointed after it runs (no reservation before the call).
+  const dbosEffects = DBOS.registerWorkflow(
+    async (k: number, token: string) => {
+      let last = 0;
+      for (let i = 1; i <= k; i += 1) {
+        const r = await DBOS.runStep(async () => {
+          if (i === 1) noteFirst(token);
+          return provider(`${DBOS.workflowID}:${i}`);
+        }, { name: `call${i}` });
+        last = r.key;
+      }
+      return last;
+    },
+    { name: 'bench-effects' },
+  );
   DBOS.setConfig({ name: 'ratchet-bench', applicationVersion: '1', systemDatabaseUrl: url!, systemDatabasePoolSize: C + 4, logLevel: 'error' });
   await DBOS.launch();
   const queue = await DBOS.registerQueue('bench', { workerConcurrency: C });
+  const fn = (w: string) => (w === 'effects' ? dbosEffects : dbosTrivial);
   return {
-    direct: { once: async () => void (await dbosTrivial(K)), close: async () => {} },
-    queue: {
-      once: async () => {
-        const handle = await DBOS.startWorkflow(dbosTrivial, { queueName: queue.name })(K);
+    direct: (w) => ({ once: async (token) => void (await fn(w)(K, token)), close: async () => {} }),
+    queue: (w) => ({
+      once: async (token) => {
+        const handle = await DBOS.startWorkflow(fn(w), { queueName: queue.name })(K, token);
         await handle.getResult();
       },
       close: async () => {},
-    },
+    }),
   };
 }
 
-function baseline(): Workload {
-  return async () => {
-    const pool = new pg.Pool({ connectionString: url, max: C });
-    await pool.query(`CREATE TABLE IF NOT EXISTS bench_runs (id uuid PRIMARY KEY, state text NOT NULL, output jsonb, created_at timestamptz DEFAULT now())`);
-    await pool.query(`CREATE TABLE IF NOT EXISTS bench_steps (run_id uuid NOT NULL REFERENCES bench_runs, n int NOT NULL, result jsonb, PRIMARY KEY (run_id, n))`);
-    return {
-      once: async () => {
-        const id = crypto.randomUUID();
-        await pool.query({ name: 'b_ins', text: `INSERT INTO bench_runs (id, state) VALUES ($1, 'running')`, values: [id] });
-        for (let i = 1; i <= K; i += 1) {
-          await pool.query({ name: 'b_step', text: `INSERT INTO bench_steps (run_id, n, result) VALUES ($1, $2, $3)`, values: [id, i, JSON.stringify(i)] });
-        }
-        await pool.query({ name: 'b_done', text: `UPDATE bench_runs SET state = 'completed', output = $2 WHERE id = $1`, values: [id, JSON.stringify(K)] });
-      },
-      close: () => pool.end(),
-    };
-  };
-}
-
-
-async function ratchetDirect(): Promise<Awaited<ReturnType<Workload>>> {
-  const engine = await createEngine({ database: url!, workflows: [trivial], poolSize: C + 4 });
-  await engine.migrate();
+function ratchetDirect(engine: Engine, wf: Workflow<any, any, any>): Workload {
   return {
-    once: async () => {
-      const r = await engine.run(trivial, { k: K });
-      if (r.state !== 'completed') throw new Error(`run ${r.runId} ended ${r.state}`);
+    once: async (token) => {
+      const r = await engine.run(wf, { k: K, token });
+      if (r.state !== 'completed') throw new Error(`run ${r.runId} ended ${r.state}: ${JSON.stringify(r.error)}`);
     },
-    close: () => engine.close(),
+    close: async () => {},
   };
 }
 
-async function ratchetQueue(): Promise<Awaited<ReturnType<Workload>>> {
-  const engine = await createEngine({ database: url!, workflows: [trivial], poolSize: C * 2 + 6 });
-  await engine.migrate();
+async function ratchetQueue(engine: Engine, wf: Workflow<any, any, any>): Promise<Workload> {
   const worker = engine.worker({ concurrency: C });
   await worker.start();
   return {
-    once: async () => {
-      const run = await engine.client.start(trivial, { k: K });
+    once: async (token) => {
+      const run = await engine.client.start(wf, { k: K, token });
       await run.result({ timeout: '60s' });
     },
-    close: async () => {
-      await worker.stop();
-      await engine.close();
-    },
+    close: () => worker.stop(),
   };
 }
 
+// ------------------------------------------------------------------------------ reporting
+
+function commandLine(): string {
+  return `pnpm bench --runs ${N} --steps ${K} --concurrency ${C} --workloads ${WORKLOADS.join(',')}`;
+}
+
 function render(rows: PhaseResult[]): string {
-  const base = rows.find((r) => r.name.startsWith('baseline')) ?? rows[0]!;
-  const dbos = rows.find((r) => r.name.includes('DBOS') && r.name.includes('direct'));
   const f = (n: number, d = 1) => (Number.isFinite(n) ? n.toFixed(d) : 'n/a');
-  const lines = [
-    `Command: \`pnpm bench --runs ${N} --steps ${K} --concurrency ${C}\` — ${N} runs × ${K} trivial steps, ${C} in flight.`,
+  const out = [
+    `Command: \`${commandLine()}\` — ${N} runs per phase, ${C} in flight.`,
     `PostgreSQL ${serverVersion} (${settings.map((s) => `${s.name}=${s.setting}`).join(', ')}), Node ${process.version}, ${cpus().length} cores, ${Math.round(totalmem() / 2 ** 30)} GiB.`,
-    '',
-    '| phase | runs/s | × baseline | × DBOS direct | p50 ms | p99 ms | statements/run | statements/step | write txns/run | WAL bytes/run | Node CPU ms/run | Postgres CPU ms/run |',
-    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
-    ...rows.map(
-      (r) =>
-        `| ${r.name} | ${f(r.runsPerSec)} | ${f(r.runsPerSec / base.runsPerSec, 2)} | ${dbos ? f(r.runsPerSec / dbos.runsPerSec, 2) : 'n/a'} | ${f(r.p50)} | ${f(r.p99)} | ${f(r.statementsPerRun)} | ${f(r.statementsPerRun / K, 2)} | ${f(r.commitsPerRun)} | ${f(r.walBytesPerRun, 0)} | ${f(r.nodeCpuMsPerRun, 2)} | ${f(r.pgCpuMsPerRun, 2)} |`,
-    ),
   ];
-  return lines.join('\n');
+  for (const workload of WORKLOADS) {
+    const group = rows.filter((r) => r.workload === workload);
+    const base = group.find((r) => r.name.startsWith('baseline')) ?? group[0]!;
+    const dbos = group.find((r) => r.name.includes('DBOS') && r.name.includes('direct'));
+    const steps = workload === 'agent' ? 'infer → seal → commit' : `${K} ${workload === 'effects' ? 'effects' : 'trivial steps'}`;
+    out.push(
+      '',
+      `### ${workload}: ${steps} per run`,
+      '',
+      '| phase | runs/s | steps/s | × baseline | × DBOS direct | p50 ms | p99 ms | first step p50 ms | statements/run | statements/step | write txns/run | WAL bytes/run | Node CPU ms/run | Postgres CPU ms/run |',
+      '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+      ...group.map(
+        (r) =>
+          `| ${r.name} | ${f(r.runsPerSec)} | ${f(r.stepsPerSec, 0)} | ${f(r.runsPerSec / base.runsPerSec, 2)} | ${dbos ? f(r.runsPerSec / dbos.runsPerSec, 2) : 'n/a'} | ${f(r.p50)} | ${f(r.p99)} | ${f(r.firstStepP50, 2)} | ${f(r.statementsPerRun)} | ${f(r.statementsPerRun / (r.workload === 'agent' ? 3 : K), 2)} | ${f(r.writeTxnsPerRun)} | ${f(r.walBytesPerRun, 0)} | ${f(r.nodeCpuMsPerRun, 2)} | ${f(r.pgCpuMsPerRun, 2)} |`,
+      ),
+    );
+  }
+  return out.join('\n');
+}
+
+/** A grouped horizontal bar chart of runs/s, as SVG (no chart library needed). */
+function chart(rows: PhaseResult[]): string {
+  const rowH = 18;
+  const labelW = 330;
+  const barW = 420;
+  const max = Math.max(...rows.map((r) => r.runsPerSec));
+  let y = 30;
+  const parts: string[] = [];
+  for (const workload of WORKLOADS) {
+    parts.push(`<text x="10" y="${y}" font-weight="bold">${workload}</text>`);
+    y += 8;
+    for (const r of rows.filter((x) => x.workload === workload)) {
+      const w = Math.max(1, (r.runsPerSec / max) * barW);
+      const color = r.name.startsWith('ratchet') ? '#2b6cb0' : r.name.startsWith('DBOS') ? '#c05621' : '#718096';
+      parts.push(
+        `<text x="${labelW - 6}" y="${y + 13}" text-anchor="end">${escapeXml(r.name)}</text>`,
+        `<rect x="${labelW}" y="${y + 2}" width="${w.toFixed(1)}" height="${rowH - 4}" fill="${color}"/>`,
+        `<text x="${labelW + w + 4}" y="${y + 13}">${r.runsPerSec.toFixed(0)} runs/s</text>`,
+      );
+      y += rowH;
+    }
+    y += 14;
+  }
+  return `<svg xmlns="http://www.w3.org/2000/svg" width="${labelW + barW + 110}" height="${y + 10}" font-family="sans-serif" font-size="12">
+<rect width="100%" height="100%" fill="white"/>
+<text x="10" y="16" font-size="13">Runs per second, ${escapeXml(commandLine())} (higher is better)</text>
+${parts.join('\n')}
+</svg>
+`;
+}
+
+function escapeXml(s: string): string {
+  return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 }
