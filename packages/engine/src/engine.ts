@@ -162,12 +162,13 @@ export async function createEngine(options: EngineOptions = {}): Promise<Engine>
       const task = newTaskFor(wf, input, runOptions, owner, runtime.policyVersion);
       registry.add(wf);
       const row = await createLeasedTask(core.pool, task, owner, leaseMs);
+      const claimedLocalAt = Date.now();
       if (!row) {
         const existing = await existingRun(core, task);
         return resultOf(existing.id, existing.state, existing.output, existing.error);
       }
       const execution = new Execution(
-        { pool: core.pool, workflow: wf, task: row, owner, dbNow: row.createdAt, leases, options: runtime, contracts, faults: core.faults, instrumentation: core.instrumentation, onError },
+        { pool: core.pool, workflow: wf, task: row, owner, dbNow: row.createdAt, claimedLocalAt, leases, options: runtime, contracts, faults: core.faults, instrumentation: core.instrumentation, onError },
         [],
       );
       const outcome = await execution.execute();

@@ -84,6 +84,8 @@ export interface ExecutionDeps {
   owner: string;
   /** ratchet.now() when the run was claimed or inserted. */
   dbNow: Date;
+  /** Date.now() when that statement returned: the lease counts from here, not from when execution starts. */
+  claimedLocalAt?: number;
   leases: LeaseKeeper;
   options: RuntimeOptions;
   contracts: ContractRegistry;
@@ -134,7 +136,7 @@ export class Execution {
     for (const op of operations) this.#recorded.set(op.stepKey, op);
     this.#order = [...operations].sort((a, b) => a.seq - b.seq);
     this.#nextSeq = operations.reduce((max, op) => Math.max(max, op.seq), 0) + 1;
-    this.#clockOffset = deps.dbNow.getTime() - Date.now();
+    this.#clockOffset = deps.dbNow.getTime() - (deps.claimedLocalAt ?? Date.now());
     this.#lastFact = deps.task.createdAt;
     this.#random = seededRandom(`${this.runId}:`);
     this.#cancelRequested = deps.task.cancelRequestedAt !== null;
@@ -151,7 +153,7 @@ export class Execution {
       onRenewed: (now: Date) => (this.#clockOffset = now.getTime() - Date.now()),
     };
     this.#lease = lease;
-    leases.hold(lease);
+    leases.hold(lease, this.#deps.claimedLocalAt);
     try {
       const segment = this.#deps.instrumentation?.segment;
       const info = {

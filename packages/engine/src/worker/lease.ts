@@ -39,10 +39,13 @@ export class LeaseKeeper {
     private readonly faults?: FaultHooks,
   ) {}
 
-  hold(lease: HeldLease): void {
+  /** Starts renewing `lease`, which was taken (claimed or inserted) at `takenAt` (Date.now() time). */
+  hold(lease: HeldLease, takenAt = Date.now()): void {
     this.#held.set(lease.fence.taskId, lease);
+    // The watchdog must count from the oldest lease it guards, not from when renewing began.
+    if (this.#timer && takenAt < this.#lastSuccess) this.#succeeded(takenAt);
     if (!this.#timer) {
-      this.#succeeded(Date.now());
+      this.#succeeded(takenAt);
       this.#timer = setInterval(() => void this.renew(), Math.max(50, Math.floor(this.leaseMs / 3)));
       this.#timer.unref();
     }

@@ -121,6 +121,7 @@ export class Worker {
       let waitMs = this.#pollMs;
       if (free > 0) {
         let claimed: TaskRecord[];
+        let claimedLocalAt: number;
         try {
           claimed = await claimTasks(this.#core.pool, {
             names,
@@ -131,6 +132,7 @@ export class Worker {
             maxClaims: this.#core.maxClaims,
             policyVersion: this.#core.runtime.policyVersion,
           });
+          claimedLocalAt = Date.now();
           backoff = 100;
         } catch (error) {
           // The database went away (restart, terminated backend): back off, never crash.
@@ -142,7 +144,7 @@ export class Worker {
         for (const task of claimed) {
           this.#stats.claimed += 1;
           if (task.state === 'parked') continue; // a poison pill, parked by the claim itself
-          this.#launch(task as TaskRecord & { claimedAt: Date });
+          this.#launch(task as TaskRecord & { claimedAt: Date }, claimedLocalAt);
         }
         if (claimed.length === free) continue;
         const due = await nextDueIn(this.#core.pool, names, versions).catch(() => null);
@@ -177,7 +179,7 @@ export class Worker {
     });
   }
 
-  #launch(task: TaskRecord & { claimedAt: Date }): void {
+  #launch(task: TaskRecord & { claimedAt: Date }, claimedLocalAt: number): void {
     const entry: { execution?: Execution; done: Promise<void> } = { done: Promise.resolve() };
     entry.done = (async () => {
       try {
@@ -197,6 +199,7 @@ export class Worker {
             task,
             owner: this.workerId,
             dbNow: task.claimedAt,
+            claimedLocalAt,
             leases: this.#leases,
             options: this.#core.runtime,
             contracts: this.#core.contracts,
