@@ -1238,10 +1238,32 @@ function render(facts: Facts, t: ThroughputPart, s: SleepersPart, d: Drain[]): s
         .join(', ')} | ${f(b.runsPerSec)} | ${f(b.runsPerSec / one.runsPerSec, 2)} | ${f(b.pgCpuMsPerRun, 2)} | ${f(b.pgCores, 2)} | ${f(b.workerCpuMsPerRun, 2)} | ${f(b.workerCores, 2)} | ${noise(b)} | ${f(b.statementsPerRun, 2)} | ${f(b.claimsPerRun, 2)} | ${b.perWorker.join(' / ')} | ${renderWaits(b.waits, 5)} |`;
     }),
     '',
-    `On ${facts.cores} cores, Postgres + workers + kernel + other processes add up to what the machine has: once they reach ${facts.cores}, more worker processes only share the same CPU, ` +
-      'and the Postgres CPU per run is what bounds runs/s on one server (runs/s ≤ cores available to Postgres ÷ Postgres CPU per run).',
+    conclusion(facts.cores, WORKER_COUNTS.map(bestDrain)),
   );
   return lines.join('\n');
+}
+
+/** Where Postgres becomes the limit, read off the drains (the best of each worker count). */
+function conclusion(cores: number, drains: Drain[]): string {
+  const top = drains.reduce((a, b) => (b.runsPerSec > a.runsPerSec ? b : a));
+  const limit = drains.find((d) => d.runsPerSec >= 0.9 * top.runsPerSec)!;
+  const walWait = (d: Drain) => d.waits.shares.filter(([w]) => /WALWrite|WalSync|WalWrite|WALInsert/i.test(w)).reduce((sum, [, share]) => sum + share, 0);
+  const used = (d: Drain) => d.pgCores + d.workerCores + d.kernelCores + d.otherCores;
+  const first = drains[0]!;
+  const last = drains[drains.length - 1]!;
+  return [
+    `Throughput peaks at ${top.workers} worker process(es) (${top.runsPerSec.toFixed(0)} runs/s); within 10 % of that already at ${limit.workers}. ` +
+      `With ${first.workers}: Postgres ${first.pgCores.toFixed(2)} cores + worker(s) ${first.workerCores.toFixed(2)} + kernel ${first.kernelCores.toFixed(2)} = ${used(first).toFixed(2)} of ${cores} cores, ` +
+      `and ${Math.round(walWait(first) * 100)} % of the busy backends' samples wait for the WAL (a commit's flush); with ${last.workers}: ${used(last).toFixed(2)} cores, ${Math.round(walWait(last) * 100)} % WAL waits, ` +
+      `and Postgres spends ${last.pgCpuMsPerRun.toFixed(2)} ms of CPU per run instead of ${first.pgCpuMsPerRun.toFixed(2)} (${(last.pgCpuMsPerRun / first.pgCpuMsPerRun).toFixed(2)}×) for the same ${last.statementsPerRun.toFixed(1)} statements per run.`,
+    '',
+    walWait(limit) >= 0.5
+      ? `So on this ${cores}-core machine Postgres is the limit from ${limit.workers} worker process(es) (${limit.workers * C} runs in flight): each step is a commit that waits for the WAL flush, ` +
+        'and more processes add connections that wait in the same flush queue and cost Postgres more CPU per run (lock and wake-up traffic among more backends), ' +
+        `while the worker processes themselves take CPU from Postgres on the same ${cores} cores. More throughput needs a faster WAL device or more cores for Postgres, not more workers.`
+      : `So on this ${cores}-core machine the limit is reached at ${limit.workers} worker process(es) (${limit.workers * C} runs in flight), where Postgres, the workers and the kernel ` +
+        `use ${used(limit).toFixed(2)} of the ${cores} cores.`,
+  ].join('\n');
 }
 
 // =============================================================================================
