@@ -67,11 +67,13 @@ describe('lease renewals racing our own seals and commits', () => {
       },
     });
     const wf = workflow({ name: 'renew-vs-commit', version: '1', input: z.object({}) }, async (ctx) => {
-      for (let i = 0; i < 10; i += 1) await ctx.commit(await ctx.seal(`c${i}`, { operations: [{ action: 'slow.noop', input: { ms: 60 } }] }));
+      for (let i = 0; i < 10; i += 1) await ctx.commit(await ctx.seal(`c${i}`, { operations: [{ action: 'slow.noop', input: { ms: 250 } }] }));
       return 'done';
     });
-    // A 300 ms lease renews every 100 ms: renewals land in the middle of commits all the time.
-    const e = await engineOn(db, { workflows: [wf], actions: [slow], leaseMs: 300 });
+    // A 1.2 s lease renews every 400 ms while each commit holds the run's row for 250 ms:
+    // renewals land in the middle of commits again and again (a lease short enough for that,
+    // long enough that a loaded machine does not miss renewals for real).
+    const e = await engineOn(db, { workflows: [wf], actions: [slow], leaseMs: 1_200 });
     const result = await e.run(wf, {});
     expect(result).toMatchObject({ state: 'completed', output: 'done' });
     const types = (await events(db, result.runId)).map((x) => x.type);
