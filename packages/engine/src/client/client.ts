@@ -229,9 +229,14 @@ export class Client {
   async #result<O>(runId: string, tenantId: string, timeout: Duration | undefined): Promise<O> {
     const timeoutMs = timeout === undefined ? undefined : parseDuration(timeout, 'timeout');
     let wake: (() => void) | undefined;
+    // A notification that arrives while a query is in flight (no one waiting yet) is kept, so
+    // the next wait returns at once instead of sleeping until the poll.
+    let notified = false;
     // Register before checking: a completion between the check and the wait still notifies us.
     const unsubscribe = await this.#core.listener.subscribe(DONE_CHANNEL, (payload) => {
-      if (payload === undefined || payload === runId) wake?.();
+      if (payload !== undefined && payload !== runId) return;
+      if (wake) wake();
+      else notified = true;
     });
     const deadline = timeoutMs === undefined ? Infinity : Date.now() + timeoutMs;
     try {
@@ -244,6 +249,10 @@ export class Client {
         const left = deadline - Date.now();
         if (left <= 0) throw new TimeoutError(`run ${runId} did not finish within ${timeoutMs} ms (it is ${task.state})`, { runId, timeoutMs: timeoutMs! });
         await new Promise<void>((resolve) => {
+          if (notified) {
+            notified = false;
+            return resolve();
+          }
           // Not registered yet (a checkpoint held the row): try again shortly rather than wait for the poll.
           const timer = setTimeout(resolve, Math.min(left, registered ? RESULT_POLL_MS : REGISTER_RETRY_MS));
           wake = () => {
