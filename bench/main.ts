@@ -26,10 +26,11 @@
  *   DATABASE_URL=postgres://… pnpm bench     (the server needs pg_stat_statements preloaded)
  * With --out, the results also go to <out>.json and a chart to <out>.svg.
  */
-import { chmod, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import { postgresCpuMs } from './proc.js';
 import pg from 'pg';
 import { z } from 'zod';
 import { defineAction, workflow, type Workflow } from '@ratchet/sdk';
@@ -264,25 +265,7 @@ async function counters(): Promise<{ statements: number; xids: number; wal: numb
            -- The next transaction id: its growth counts write transactions (read-only ones get no id).
            pg_snapshot_xmax(pg_current_snapshot())::text::float8 AS xids,
            pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8 AS wal`);
-  return { ...rows[0], pgCpuMs: await postgresCpuMs() };
-}
-
-/** CPU of the postmaster and all its children (live ones, plus exited ones via cutime/cstime). */
-async function postgresCpuMs(): Promise<number> {
-  if (!server) return Number.NaN; // an external server: its processes are not ours to read
-  const postmaster = Number((await readFile(join(server.dataDir, 'postmaster.pid'), 'utf8')).split('\n')[0]);
-  const ticks = 100; // USER_HZ on Linux
-  let total = 0;
-  for (const entry of await readdir('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    const stat = await readFile(`/proc/${entry}/stat`, 'utf8').catch(() => '');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    const pid = Number(entry);
-    if (pid !== postmaster && Number(fields[1]) !== postmaster) continue;
-    total += Number(fields[11]) + Number(fields[12]); // utime + stime
-    if (pid === postmaster) total += Number(fields[13]) + Number(fields[14]); // + exited children
-  }
-  return (total / ticks) * 1000;
+  return { ...rows[0], pgCpuMs: await postgresCpuMs(server?.dataDir) };
 }
 
 async function printTopStatements(): Promise<void> {

@@ -32,6 +32,7 @@ import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { postgresCpuMs } from './proc.js';
 import pg from 'pg';
 import { createEngine, startEmbedded, stopEmbedded, DEFAULT_TENANT_ID, type Engine, type EmbeddedServer } from '@ratchet/engine';
 import { sleeper, trivial, type Kind } from './scale-worker.js';
@@ -766,7 +767,7 @@ async function snapshot(): Promise<Snapshot> {
   const statements = new Map<string, { label: string; calls: number; totalMs: number }>();
   for (const r of rows) statements.set(r.id as string, { label: labelOf(r.query as string), calls: r.calls as number, totalMs: r.total as number });
   const walFlush = (await admin.query('SELECT pg_current_wal_flush_lsn()::text AS l')).rows[0].l as string;
-  return { pgCpuMs: await postgresCpuMs(), cpu: await cpuSnapshot(), wal: await walLsn(), walFlush, statements };
+  return { pgCpuMs: await postgresCpuMs(server?.dataDir), cpu: await cpuSnapshot(), wal: await walLsn(), walFlush, statements };
 }
 
 function statementDelta(before: Snapshot['statements'], after: Snapshot['statements']): StatementDelta[] {
@@ -898,26 +899,6 @@ async function walRecords(from: string, to: string): Promise<WalRecords | undefi
 
 async function walLsn(): Promise<number> {
   return Number((await admin.query(`SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8 AS w`)).rows[0].w);
-}
-
-/** CPU of the postmaster and all its children (live ones, plus exited ones via cutime/cstime). Copied from main.ts. */
-async function postgresCpuMs(): Promise<number> {
-  const pidFile = server ? join(server.dataDir, 'postmaster.pid') : undefined;
-  if (!pidFile) return Number.NaN; // an external server: its processes are not ours to read
-  const postmaster = Number((await readFile(pidFile, 'utf8')).split('\n')[0]);
-  const ticks = 100; // USER_HZ on Linux
-  let total = 0;
-  for (const entry of await readdir('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    const stat = await readFile(`/proc/${entry}/stat`, 'utf8').catch(() => '');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    const ppid = Number(fields[1]);
-    const pid = Number(entry);
-    if (pid !== postmaster && ppid !== postmaster) continue;
-    total += Number(fields[11]) + Number(fields[12]); // utime + stime
-    if (pid === postmaster) total += Number(fields[13]) + Number(fields[14]); // + exited children
-  }
-  return (total / ticks) * 1000;
 }
 
 /** utime + stime of one process (its threads included), in ms. */
