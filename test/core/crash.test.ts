@@ -3,32 +3,21 @@
  * on another worker with its effect executed exactly once per key (the provider honours keys and
  * reconcile finds an attempt whose record was lost) — counted at the provider.
  */
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { Engine } from '@ratchet/engine';
-import { engineOn, events, operations, testDatabase } from '../helpers/engine.js';
+import { events, operations } from '../helpers/engine.js';
 import type { TestDatabase } from '../helpers/database.js';
-import { spawnWorker, type WorkerProcess } from '../helpers/processes.js';
-import { PROVIDER_DDL, all, payment } from '../fixtures/workflows.js';
+import { providerWorld } from '../helpers/provider-world.js';
+import { payment } from '../fixtures/workflows.js';
 
+const world = providerWorld({}, { LEASE_MS: '1000', EFFECT_MARGIN_MS: '300' });
 let db: TestDatabase;
 let engine: Engine;
-const processes: WorkerProcess[] = [];
-
-beforeAll(async () => {
-  db = await testDatabase();
-  await db.pool.query(PROVIDER_DDL);
-  process.env.PROVIDER_URL = db.url;
-  engine = await engineOn(db, { workflows: all });
+const worker = (faults?: string) => world.worker(faults);
+beforeAll(() => {
+  db = world.db;
+  engine = world.engine;
 });
-afterEach(async () => {
-  await Promise.all(processes.splice(0).map((p) => p.kill('SIGKILL')));
-});
-
-function worker(faults?: string): WorkerProcess {
-  const p = spawnWorker({ DATABASE_URL: db.url, PROVIDER_URL: db.url, LEASE_MS: '1000', EFFECT_MARGIN_MS: '300', ...(faults ? { RATCHET_FAULTS: faults } : {}) });
-  processes.push(p);
-  return p;
-}
 
 describe.each([
   ['afterClaim', 0],

@@ -1,32 +1,21 @@
 /** Effects across runs and crashes: explicit keys, at-most-once parking and resolve, retries that survive a crash. */
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { IdempotencyConflictError, workflow } from '@ratchet/sdk';
 import type { Engine } from '@ratchet/engine';
-import { engineOn, eventually, events, operations, task, testDatabase } from '../helpers/engine.js';
+import { eventually, events, operations, task } from '../helpers/engine.js';
 import type { TestDatabase } from '../helpers/database.js';
-import { spawnWorker, type WorkerProcess } from '../helpers/processes.js';
-import { PROVIDER_DDL, all, charge, flaky, once } from '../fixtures/workflows.js';
+import { providerWorld } from '../helpers/provider-world.js';
+import { charge, flaky, once } from '../fixtures/workflows.js';
 
+const world = providerWorld({}, { LEASE_MS: '1000' });
 let db: TestDatabase;
 let engine: Engine;
-const processes: WorkerProcess[] = [];
-
-beforeAll(async () => {
-  db = await testDatabase();
-  await db.pool.query(PROVIDER_DDL);
-  process.env.PROVIDER_URL = db.url;
-  engine = await engineOn(db, { workflows: all });
+const worker = (faults?: string) => world.worker(faults);
+beforeAll(() => {
+  db = world.db;
+  engine = world.engine;
 });
-afterEach(async () => {
-  await Promise.all(processes.splice(0).map((p) => p.kill('SIGKILL')));
-});
-
-function worker(faults?: string): WorkerProcess {
-  const p = spawnWorker({ DATABASE_URL: db.url, PROVIDER_URL: db.url, LEASE_MS: '1000', ...(faults ? { RATCHET_FAULTS: faults } : {}) });
-  processes.push(p);
-  return p;
-}
 
 describe('an explicit idempotency key reused by another run', () => {
   const refund = workflow(

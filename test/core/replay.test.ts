@@ -1,32 +1,21 @@
 /** Replay by step key: parallel branches, loops of one name, sleeps in a branch, nondeterminism. */
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { workflow } from '@ratchet/sdk';
 import type { Engine } from '@ratchet/engine';
-import { engineOn, eventually, events, operations, shift, task, testDatabase } from '../helpers/engine.js';
+import { engineOn, eventually, events, operations, shift, task } from '../helpers/engine.js';
 import type { TestDatabase } from '../helpers/database.js';
-import { spawnWorker, type WorkerProcess } from '../helpers/processes.js';
-import { PROVIDER_DDL, all, fanout, napper } from '../fixtures/workflows.js';
+import { providerWorld } from '../helpers/provider-world.js';
+import { fanout, napper } from '../fixtures/workflows.js';
 
+const world = providerWorld({ leaseMs: 1000, effectMargin: 300 });
 let db: TestDatabase;
 let engine: Engine;
-const processes: WorkerProcess[] = [];
-
-beforeAll(async () => {
-  db = await testDatabase();
-  await db.pool.query(PROVIDER_DDL);
-  process.env.PROVIDER_URL = db.url;
-  engine = await engineOn(db, { workflows: all, leaseMs: 1000, effectMargin: 300 });
+const worker = (faults?: string) => world.worker(faults);
+beforeAll(() => {
+  db = world.db;
+  engine = world.engine;
 });
-afterEach(async () => {
-  await Promise.all(processes.splice(0).map((p) => p.kill('SIGKILL')));
-});
-
-function worker(faults?: string): WorkerProcess {
-  const p = spawnWorker({ DATABASE_URL: db.url, PROVIDER_URL: db.url, ...(faults ? { RATCHET_FAULTS: faults } : {}) });
-  processes.push(p);
-  return p;
-}
 
 describe('replay after a crash', () => {
   it('replays Promise.all branches and a loop of one effect name, executing each key once', async () => {
