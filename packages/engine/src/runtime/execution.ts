@@ -47,6 +47,7 @@ import type { OperationKind } from '../schema/index.js';
 import type { ContractRegistry } from '../contracts/registry.js';
 import { createContext } from './context.js';
 import { recordedValue } from './json.js';
+import { ReplayOrder } from './replay-order.js';
 import { transitionFenced, writeCheckpoint } from './checkpoint.js';
 
 export interface RuntimeOptions {
@@ -102,13 +103,8 @@ export class Execution {
   readonly tenantId: string;
   readonly #deps: ExecutionDeps;
   readonly #recorded = new Map<string, OperationRecord>();
-  /** Recorded operations in recording order (the order their last write committed): replay releases them in it. */
-  readonly #order: OperationRecord[];
-  #cursor = 0;
-  /** Calls made for recorded keys, waiting for the cursor to reach them. */
-  readonly #queued = new Map<string, () => void>();
-  #releasing = false;
-  #stall: { cursor: number; timer: NodeJS.Timeout } | undefined;
+  /** Replay hands recorded results back in recording order (see replay-order.ts). */
+  readonly #replay: ReplayOrder;
   readonly #visited = new Set<string>();
   readonly #occurrences = new Map<string, number>();
   readonly #namesInFlight = new Map<string, OperationKind>();
@@ -134,7 +130,20 @@ export class Execution {
     this.tenantId = deps.task.tenantId;
     this.fence = { tenantId: deps.task.tenantId, taskId: deps.task.id, owner: deps.owner, stateVersion: deps.task.stateVersion };
     for (const op of operations) this.#recorded.set(op.stepKey, op);
-    this.#order = [...operations].sort((a, b) => a.seq - b.seq);
+    this.#replay = new ReplayOrder(
+      operations,
+      deps.options.replayStallMs,
+      () => [...this.#durableWaits.keys()],
+      (op, reached) =>
+        this.park(
+          new NonDeterminismError(`replay waited for ${op.kind} ${op.stepKey}, recorded next, but the code reached ${reached.join(', ')} instead`, {
+            runId: this.runId,
+            step: op.stepKey,
+            expected: `${op.kind} ${op.stepKey}`,
+            actual: reached.join(', '),
+          }),
+        ),
+    );
     this.#nextSeq = operations.reduce((max, op) => Math.max(max, op.seq), 0) + 1;
     this.#clockOffset = deps.dbNow.getTime() - (deps.claimedLocalAt ?? Date.now());
     this.#lastFact = deps.task.createdAt;
@@ -252,7 +261,7 @@ export class Execution {
       this.#active -= 1;
       this.#scheduleCheck();
     };
-    const started = recorded ? this.#inRecordedOrder(key).then(() => body(key, recorded)) : body(key, recorded);
+    const started = recorded ? this.#replay.turn(key).then(() => body(key, recorded)) : body(key, recorded);
     return started.then(
       (value) => {
         done();
@@ -263,67 +272,6 @@ export class Execution {
         return this.#settling ? NEVER : Promise.reject(error);
       },
     );
-  }
-
-  // ---------------------------------------------------------------- replay order
-
-  /*
-   * Replay hands recorded results back in the order they were first recorded, one at a time,
-   * letting the code each one unblocks run before the next. Parallel branches therefore
-   * interleave on replay exactly as they did the first time: every call gets the same step key,
-   * and ctx.now(), random() and uuid() see the same facts in the same order. A recorded call the
-   * code no longer reaches stalls the cursor; if the code meanwhile made a later recorded call
-   * (or waits durably) for `replayStallMs`, the run is parked as nondeterministic.
-   */
-
-  #inRecordedOrder(key: string): Promise<void> {
-    return new Promise<void>((resolve) => {
-      this.#queued.set(key, resolve);
-      this.#pump();
-    });
-  }
-
-  #pump(): void {
-    if (this.#releasing || this.#settling) return;
-    const op = this.#order[this.#cursor];
-    if (!op) return;
-    const release = this.#queued.get(op.stepKey);
-    if (!release) {
-      this.#watchStall(op);
-      return;
-    }
-    this.#queued.delete(op.stepKey);
-    this.#cursor += 1;
-    this.#releasing = true;
-    release();
-    // A settled record resolves within microtasks: after them, the code it unblocked has made
-    // its next calls, and the next record may be released.
-    setImmediate(() => {
-      this.#releasing = false;
-      this.#pump();
-    });
-  }
-
-  #watchStall(op: OperationRecord): void {
-    if (this.#stall?.cursor === this.#cursor) return;
-    if (this.#stall) clearTimeout(this.#stall.timer);
-    const cursor = this.#cursor;
-    const timer = setTimeout(() => {
-      if (this.#settling || this.#cursor !== cursor) return;
-      this.#stall = undefined;
-      if (this.#queued.size === 0 && this.#durableWaits.size === 0) return this.#watchStall(op); // only our own code is busy
-      const reached = [...this.#queued.keys(), ...this.#durableWaits.keys()].join(', ');
-      this.park(
-        new NonDeterminismError(`replay waited for ${op.kind} ${op.stepKey}, recorded next, but the code reached ${reached} instead`, {
-          runId: this.runId,
-          step: op.stepKey,
-          expected: `${op.kind} ${op.stepKey}`,
-          actual: reached,
-        }),
-      );
-    }, this.#deps.options.replayStallMs);
-    timer.unref();
-    this.#stall = { cursor, timer };
   }
 
   // ---------------------------------------------------------------- services for step kinds
@@ -540,7 +488,7 @@ export class Execution {
   #lose(): void {
     if (this.#settling) return;
     this.#settling = true;
-    if (this.#stall) clearTimeout(this.#stall.timer);
+    this.#replay.stop();
     this.#abort.abort(new LeaseLostError('this worker no longer holds the run’s lease; another worker resumes it', { runId: this.runId }));
     this.#resolveOutcome({ state: 'lost' });
   }
@@ -548,7 +496,7 @@ export class Execution {
   async #settle(outcome: Exclude<Outcome, { state: 'lost' }>): Promise<void> {
     if (this.#settling) return;
     this.#settling = true;
-    if (this.#stall) clearTimeout(this.#stall.timer);
+    this.#replay.stop();
     for (const timer of this.#timers) clearTimeout(timer);
     this.#timers.clear();
     const transition: Transition =
