@@ -58,6 +58,21 @@ outbox.dispatched_at timestamp with time zone
 outbox.attempts integer NOT NULL DEFAULT 0
 outbox.last_error text
 outbox.created_at timestamp with time zone NOT NULL DEFAULT now()
+schedules.tenant_id uuid NOT NULL
+schedules.id uuid NOT NULL
+schedules.name text NOT NULL
+schedules.workflow_name text NOT NULL
+schedules.workflow_version text NOT NULL
+schedules.cron text NOT NULL
+schedules.timezone text NOT NULL DEFAULT 'UTC'::text
+schedules.input jsonb
+schedules.input_hash text NOT NULL
+schedules.catch_up text NOT NULL DEFAULT 'latest'::text
+schedules.max_catch_up integer NOT NULL DEFAULT 100
+schedules.next_at timestamp with time zone
+schedules.last_slot_at timestamp with time zone
+schedules.created_at timestamp with time zone NOT NULL DEFAULT now()
+schedules.updated_at timestamp with time zone NOT NULL DEFAULT now()
 signals.tenant_id uuid NOT NULL
 signals.id uuid NOT NULL
 signals.task_id uuid NOT NULL
@@ -114,6 +129,9 @@ operations CONSTRAINT operations_state_is_known CHECK ((state = ANY (ARRAY['rese
 operations CONSTRAINT operations_task_same_tenant FOREIGN KEY (tenant_id, task_id) REFERENCES ratchet.tasks(tenant_id, id) ON DELETE CASCADE
 outbox CONSTRAINT outbox_pkey PRIMARY KEY (tenant_id, id)
 outbox CONSTRAINT outbox_task_same_tenant FOREIGN KEY (tenant_id, task_id) REFERENCES ratchet.tasks(tenant_id, id) ON DELETE CASCADE
+schedules CONSTRAINT schedules_catch_up_is_known CHECK ((catch_up = ANY (ARRAY['all'::text, 'latest'::text, 'none'::text])))
+schedules CONSTRAINT schedules_max_catch_up_positive CHECK ((max_catch_up > 0))
+schedules CONSTRAINT schedules_pkey PRIMARY KEY (tenant_id, id)
 signals CONSTRAINT signals_pkey PRIMARY KEY (tenant_id, id)
 signals CONSTRAINT signals_task_same_tenant FOREIGN KEY (tenant_id, task_id) REFERENCES ratchet.tasks(tenant_id, id) ON DELETE CASCADE
 tasks CONSTRAINT tasks_parent_same_tenant FOREIGN KEY (tenant_id, parent_id) REFERENCES ratchet.tasks(tenant_id, id) ON DELETE CASCADE
@@ -136,11 +154,15 @@ CREATE UNIQUE INDEX operations_step_key_unique ON ratchet.operations (task_id, s
 CREATE INDEX outbox_pending ON ratchet.outbox (available_at) WHERE (dispatched_at IS NULL)
 CREATE UNIQUE INDEX outbox_pkey ON ratchet.outbox (tenant_id, id)
 CREATE INDEX outbox_task ON ratchet.outbox (task_id, tenant_id)
+CREATE INDEX schedules_due ON ratchet.schedules (next_at) WHERE (next_at IS NOT NULL)
+CREATE UNIQUE INDEX schedules_name_unique ON ratchet.schedules (name, tenant_id)
+CREATE UNIQUE INDEX schedules_pkey ON ratchet.schedules (tenant_id, id)
 CREATE UNIQUE INDEX signals_idempotency_key_unique ON ratchet.signals (idempotency_key, task_id, tenant_id) WHERE (idempotency_key IS NOT NULL)
 CREATE UNIQUE INDEX signals_pkey ON ratchet.signals (tenant_id, id)
 CREATE INDEX signals_task_name ON ratchet.signals (task_id, name, tenant_id)
 CREATE INDEX tasks_due ON ratchet.tasks (workflow_name, workflow_version, due_at) WHERE (due_at IS NOT NULL)
 CREATE UNIQUE INDEX tasks_idempotency_key_unique ON ratchet.tasks (idempotency_key, workflow_name, tenant_id) WHERE (idempotency_key IS NOT NULL)
+CREATE UNIQUE INDEX tasks_one_running_per_key ON ratchet.tasks (concurrency_key, tenant_id) WHERE ((concurrency_key IS NOT NULL) AND (state = 'running'::text))
 CREATE INDEX tasks_parent ON ratchet.tasks (parent_id, tenant_id) WHERE (parent_id IS NOT NULL)
 CREATE UNIQUE INDEX tasks_pkey ON ratchet.tasks (tenant_id, id)
 
@@ -148,8 +170,10 @@ CREATE UNIQUE INDEX tasks_pkey ON ratchet.tasks (tenant_id, id)
 contracts TRIGGER contracts_guard BEFORE UPDATE ON ratchet.contracts FOR EACH ROW EXECUTE FUNCTION ratchet.contracts_guard()
 events TRIGGER events_append_only_rows BEFORE DELETE OR UPDATE ON ratchet.events FOR EACH ROW EXECUTE FUNCTION ratchet.events_append_only()
 events TRIGGER events_append_only_truncate BEFORE TRUNCATE ON ratchet.events FOR EACH STATEMENT EXECUTE FUNCTION ratchet.events_append_only()
+tasks TRIGGER tasks_wake_parent AFTER UPDATE OF state ON ratchet.tasks FOR EACH ROW WHEN (((new.parent_id IS NOT NULL) AND (new.state = ANY (ARRAY['completed'::text, 'failed'::text, 'cancelled'::text])) AND (old.state IS DISTINCT FROM new.state))) EXECUTE FUNCTION ratchet.wake_parent()
 
 -- functions
 FUNCTION contracts_guard() RETURNS trigger plpgsql VOLATILE
 FUNCTION events_append_only() RETURNS trigger plpgsql VOLATILE
 FUNCTION now() RETURNS timestamp with time zone sql STABLE
+FUNCTION wake_parent() RETURNS trigger plpgsql VOLATILE

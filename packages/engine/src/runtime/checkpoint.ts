@@ -27,10 +27,12 @@ export async function writeCheckpoint(
   fence: Fence,
   op: OperationWrite,
   onError: ((error: unknown) => void) | undefined,
+  /** The statement that writes `op`; default the generic step checkpoint. An emit writes its message with it. */
+  statement: () => Promise<WrittenOperation | null> = () => writeOperation(pool, fence, op),
 ): Promise<WrittenOperation | 'lost'> {
   for (let attempt = 1; ; attempt += 1) {
     try {
-      const written = await writeOperation(pool, fence, op);
+      const written = await statement();
       if (written) return written;
       const row = await getOperation(pool, fence.tenantId, fence.taskId, op.stepKey);
       // An insert is recognised by its row id; an update (expectedAttempt set) by what it set.

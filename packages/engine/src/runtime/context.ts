@@ -6,6 +6,7 @@ import { RatchetError, ValidationError, parseDuration, seededUuid, type Workflow
 import { isUuid } from '../ids.js';
 import { runCommit } from './commit.js';
 import { runEffect } from './effect.js';
+import { runEmit } from './emit.js';
 import { runInfer } from './infer.js';
 import { runSeal } from './seal.js';
 import type { Execution } from './execution.js';
@@ -41,7 +42,8 @@ export function createContext(run: Execution, attempt: number): WorkflowContext 
       return run.call(name, 'commit', (key, rec) => runCommit(run, name, key, rec, contract));
     },
     child: notYet('child'),
-    emit: notYet('emit'),
+    // The step is named by its topic: `emit('order.paid', …)` twice records order.paid#1 and #2.
+    emit: (topic, payload) => run.call(topic, 'emit', (key, rec) => runEmit(run, key, rec, topic, payload)),
     now: () => run.now(),
     random: () => run.random(),
     uuid: () => seededUuid(() => run.random()),

@@ -391,11 +391,14 @@ export class Execution {
    * row; if the run is no longer ours or the database stays unreachable, the segment stops and
    * the promise never resolves.
    */
-  async write(op: Omit<OperationWrite, 'id' | 'seq' | 'traceId' | 'spanId'> & { id?: string; seq?: number }): Promise<WrittenOperation> {
+  async write(
+    op: Omit<OperationWrite, 'id' | 'seq' | 'traceId' | 'spanId'> & { id?: string; seq?: number },
+    statement?: (full: OperationWrite) => Promise<WrittenOperation | null>,
+  ): Promise<WrittenOperation> {
     if (this.#settling) return NEVER;
     const ids = activeTraceIds();
     const full: OperationWrite = { ...op, id: op.id ?? uuidv7(), seq: op.seq ?? this.#nextSeq++, traceId: ids.traceId, spanId: ids.spanId };
-    const written = await writeCheckpoint(this.#deps.pool, this.fence, full, this.#deps.onError);
+    const written = await writeCheckpoint(this.#deps.pool, this.fence, full, this.#deps.onError, statement && (() => statement(full)));
     if (written === 'lost') {
       this.#lose();
       return NEVER;

@@ -13,3 +13,5 @@ export type { ContractRow, ContractStatus } from './contracts.js';
 export { signals } from './signals.js';
 export type { SignalRow } from './signals.js';
 export { clock } from './clock.js';
+export { schedules, CATCH_UP_POLICIES } from './schedules.js';
+export type { ScheduleRow, CatchUpPolicy } from './schedules.js';

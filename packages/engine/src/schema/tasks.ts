@@ -82,6 +82,11 @@ export const tasks = ratchetSchema.table(
     // The claim walks due runs per registered (workflow, version), in due order: a worker never
     // wades through the due runs of workflows it does not serve.
     index('tasks_due').on(t.workflowName, t.workflowVersion, t.dueAt).where(sql`${t.dueAt} is not null`),
+    // Per-key concurrency: at most one run of a concurrency key executes at a time. The claim
+    // skips keys already running; this index is what holds under racing claims.
+    uniqueIndex('tasks_one_running_per_key')
+      .on(t.concurrencyKey, t.tenantId)
+      .where(sql`${t.concurrencyKey} is not null and ${t.state} = 'running'`),
     index('tasks_parent').on(t.parentId, t.tenantId).where(sql`${t.parentId} is not null`),
   ],
 );
