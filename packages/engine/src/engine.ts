@@ -27,6 +27,7 @@ import { Execution } from './runtime/execution.js';
 import { LeaseKeeper } from './worker/lease.js';
 import { Listener } from './worker/listener.js';
 import { Worker, type WorkerOptions } from './worker/worker.js';
+import { Relay, type RelayOptions } from './relay/relay.js';
 import type { FaultHooks } from './faults.js';
 import type { PgTable } from 'drizzle-orm/pg-core';
 import type { Action, Check } from '@ratchet/sdk';
@@ -98,9 +99,11 @@ export interface Engine {
   readonly contracts: { stats(options?: { since?: Date; tenantId?: string }): Promise<ContractStatsReport> };
   /** A worker for the engine's workflows; `start()` it. */
   worker(options?: WorkerOptions): Worker;
+  /** An outbox relay that publishes `ctx.emit` and contract messages at least once; `start()` it. */
+  relay(options: RelayOptions): Relay;
   /** The pool the engine uses (for the application's own queries in the same database). */
   readonly pool: pg.Pool;
-  /** Stops the engine's workers, ends its connections, and stops an embedded server this process started. */
+  /** Stops the engine's workers and relays, ends its connections, and stops an embedded server this process started. */
   close(): Promise<void>;
 }
 
@@ -145,6 +148,7 @@ export async function createEngine(options: EngineOptions = {}): Promise<Engine>
   const leases = new LeaseKeeper(core.pool, owner, leaseMs, onError, core.faults);
   const client = new Client(core, owner);
   const workers = new Set<Worker>();
+  const relays = new Set<Relay>();
   let closed: Promise<void> | undefined;
 
   return {
@@ -157,6 +161,11 @@ export async function createEngine(options: EngineOptions = {}): Promise<Engine>
       const worker = new Worker(core, workerOptions);
       workers.add(worker);
       return worker;
+    },
+    relay(relayOptions) {
+      const relay = new Relay(core, relayOptions);
+      relays.add(relay);
+      return relay;
     },
     async run(wf, input, runOptions = {}) {
       const task = newTaskFor(wf, input, runOptions, owner, runtime.policyVersion);
@@ -181,6 +190,7 @@ export async function createEngine(options: EngineOptions = {}): Promise<Engine>
     close: () =>
       (closed ??= (async () => {
         await Promise.all([...workers].map((w) => w.stop()));
+        await Promise.all([...relays].map((r) => r.stop()));
         await core.listener.close();
         await database.close();
       })()),

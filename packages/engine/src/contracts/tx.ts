@@ -23,7 +23,12 @@ export function commitTx(client: pg.PoolClient, outbox: OutboxMessage[]): Action
       if (typeof topic !== 'string' || topic.length === 0 || topic.length > 200) {
         throw new ValidationError('must be a non-empty string of at most 200 characters', { path: ['topic'] });
       }
-      outbox.push({ id: uuidv7(), topic, key: options?.key ?? null, payload: recordedValue(payload, 'payload') ?? null });
+      const key = options?.key;
+      if (key !== undefined && (typeof key !== 'string' || key.length === 0 || key.length > 512 || key.includes('\u0000'))) {
+        throw new ValidationError('must be a non-empty string of at most 512 characters without NUL', { path: ['key'] });
+      }
+      // No key: the commit gives the message `<contractId>:<n>` (runtime/commit.ts).
+      outbox.push({ id: uuidv7(), topic, key: key ?? null, payload: recordedValue(payload, 'payload') ?? null });
     },
     get db() {
       return (db ??= drizzle({ client }));

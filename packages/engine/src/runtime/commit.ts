@@ -230,7 +230,8 @@ async function apply(run: Execution, client: pg.PoolClient, name: string, key: s
     result: results,
     errorDetail: null,
     operation: { id: uuidv7(), stepName: name, stepKey: key, seq: run.takeSeq(), result, error: null, ...ids },
-    outbox,
+    // A message without an explicit key gets one that is the same on every delivery: consumers deduplicate on it.
+    outbox: outbox.map((m, n) => ({ ...m, key: m.key ?? `${row.id}:${n}` })),
     event: 'contract_committed',
     eventPayload: { contractId: row.id, hash: row.bodyHash, operations: results.length, messages: outbox.length },
     actorId: run.fence.owner,

@@ -12,6 +12,7 @@ import type pg from 'pg';
 import type { SerializedError } from '@ratchet/sdk';
 import type { EventType } from '../schema/index.js';
 import type { Fence } from './rows.js';
+import { OUTBOX_CHANNEL } from './outbox.js';
 
 type Queryable = Pick<pg.Pool | pg.PoolClient, 'query'>;
 
@@ -189,8 +190,11 @@ export async function settleContract(tx: pg.PoolClient, fence: Fence, s: Settlem
       ), e AS (
         INSERT INTO ratchet.events (tenant_id, task_id, seq, event_type, actor_id, payload, trace_id, span_id, created_at)
         SELECT t.tenant_id, t.id, t.state_version, $17, $3, $18, t.trace_id, t.span_id, ratchet.now() FROM t
+      ), n AS (
+        -- Wakes idle relays, delivered at COMMIT; only when there are messages (a NOTIFY takes a cluster-wide lock at commit).
+        SELECT pg_notify('${OUTBOX_CHANNEL}', '') WHERE jsonb_array_length($16::jsonb) > 0
       )
-      SELECT t.state_version AS "stateVersion", ratchet.now() AS now FROM t`,
+      SELECT t.state_version AS "stateVersion", ratchet.now() AS now, (SELECT count(*) FROM n) AS notified FROM t`,
     values: [
       fence.tenantId,
       fence.taskId,
