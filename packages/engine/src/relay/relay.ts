@@ -121,7 +121,7 @@ const OPTION_KEYS = ['publish', 'batchSize', 'pollMs', 'publishTimeout', 'backof
 const MAX_BATCH = 1000;
 // The lease must outlast a claim round trip and a short publish; below this it only causes double sends.
 const MIN_PUBLISH_TIMEOUT_MS = 100;
-const RELAY_BACKOFF: RetryPolicy = { maxAttempts: 1, initial: '1s', factor: 2, max: '5m', jitter: 0.2 };
+const RELAY_BACKOFF = { maxAttempts: 1, initial: '1s', factor: 2, max: 300_000, jitter: 0.2 } satisfies RetryPolicy;
 const LAST_ERROR_MESSAGE_CHARS = 1000;
 const SETTLE_TRIES = 3;
 
@@ -150,7 +150,7 @@ export class Relay {
     if (this.#leaseMs < MIN_PUBLISH_TIMEOUT_MS) {
       throw new ValidationError(`must be at least ${MIN_PUBLISH_TIMEOUT_MS} ms, got ${this.#leaseMs} ms`, { path: ['publishTimeout'] });
     }
-    this.#backoff = resolveRetryPolicy(o.backoff, RELAY_BACKOFF, 'backoff');
+    this.#backoff = resolveBackoff(o.backoff);
   }
 
   /** Checks the schema, subscribes to `ratchet_outbox` and starts publishing. */
@@ -341,6 +341,13 @@ function checkedOptions(options: RelayOptions): RelayOptions {
     throw new ValidationError('the relay never gives up on a message; set initial, factor, max or jitter', { path: ['backoff', 'maxAttempts'] });
   }
   return options;
+}
+
+/** The relay's backoff; an `initial` above the default cap (5 min) without a `max` raises the cap to it. */
+function resolveBackoff(backoff: RelayBackoff | undefined): ResolvedRetryPolicy {
+  const initialOnly = typeof backoff === 'object' && backoff !== null && backoff.initial !== undefined && backoff.max === undefined;
+  const max = initialOnly ? Math.max(RELAY_BACKOFF.max, parseDuration(backoff.initial!, 'backoff.initial')) : RELAY_BACKOFF.max;
+  return resolveRetryPolicy(backoff, { ...RELAY_BACKOFF, max }, 'backoff');
 }
 
 function intIn(value: number, field: string, min: number, max: number): number {
