@@ -10,6 +10,7 @@ import type { FaultHooks } from './faults.js';
 import type { Instrumentation } from './instrumentation.js';
 import type { RuntimeOptions } from './runtime/execution.js';
 import type { Listener } from './worker/listener.js';
+import type { RunningExecutions } from './worker/running.js';
 import type { ContractRegistry } from './contracts/registry.js';
 import { DEFAULT_TENANT_ID, isUuid } from './ids.js';
 
@@ -21,6 +22,8 @@ export interface EngineCore {
   readonly leaseMs: number;
   readonly maxClaims: number;
   readonly listener: Listener;
+  /** Runs this process executes, told of signals and cancel requests (worker/running.ts). */
+  readonly running: RunningExecutions;
   readonly faults: FaultHooks | undefined;
   readonly instrumentation: Instrumentation | undefined;
   readonly onError: (error: unknown) => void;

@@ -20,6 +20,8 @@ import type { RetryPolicy } from './retry.js';
 export interface StepOptions {
   /** Retries of the step's function. Default: the workflow's `retry`, else `DEFAULT_RETRY`. */
   retry?: Partial<RetryPolicy>;
+  /** How long one attempt may take: its `signal` aborts and the attempt fails with `TimeoutError`. Default: no limit. */
+  timeout?: Duration;
 }
 
 /** Options of `ctx.effect` and `ctx.tool`: a call to the outside world, made with an idempotency key. */
@@ -88,10 +90,25 @@ export interface InferOptions<T> {
 
 /** Options of `ctx.waitFor`. */
 export interface WaitForOptions<T> {
-  /** Validates the signal's payload. */
+  /**
+   * Validates the signal's payload when the wait consumes it (a `ValidationError` thrown into the
+   * workflow). Default: the schema the workflow declares for this signal in `signals`, if any.
+   */
   schema?: z.ZodType<T>;
   /** How long to wait before `TimeoutError` is thrown into the workflow. Default: forever. */
   timeout?: Duration;
+}
+
+/** Options of `ctx.waitForAny`: the first of several signals. */
+export interface WaitForAnyOptions<T> extends WaitForOptions<T> {
+  /** The signal names to wait for; the oldest signal of any of them is taken. */
+  signals: readonly string[];
+}
+
+/** What `ctx.waitForAny` resolves to: which signal arrived, and its payload. */
+export interface ReceivedSignal<T> {
+  signal: string;
+  payload: T;
 }
 
 /** Options of `ctx.seal`. */
@@ -139,7 +156,7 @@ export interface WorkflowContext {
   readonly attempt: number;
 
   /** Runs `fn` once and records its result (retried per `opts.retry`); replay returns the record. */
-  step<T>(name: string, fn: () => T | Promise<T>, opts?: StepOptions): Promise<T>;
+  step<T>(name: string, fn: (args: { signal: AbortSignal }) => T | Promise<T>, opts?: StepOptions): Promise<T>;
   /** A side effect: reserve → execute with an idempotency key → record, reconciled after a crash. */
   effect<T, I = unknown>(name: string, opts: EffectOptions<T, I>): Promise<T>;
   /** An effect traced as an agent tool call (`execute_tool`). */
@@ -150,8 +167,14 @@ export interface WorkflowContext {
   sleep(name: string, duration: Duration): Promise<void>;
   /** Sleeps durably until `at`. */
   sleepUntil(name: string, at: Date): Promise<void>;
-  /** Waits durably for the signal `name`; `TimeoutError` when `opts.timeout` passes first. */
+  /**
+   * Waits durably for the signal `name` (sent with `client.signal`, stored first, so one sent
+   * before the run gets here is not lost) and returns its payload; `TimeoutError` when
+   * `opts.timeout` passes first. The run holds no worker while it waits.
+   */
   waitFor<T = unknown>(name: string, opts?: WaitForOptions<T>): Promise<T>;
+  /** Waits durably for the first of several signals; the step is `name`, the signals `opts.signals`. */
+  waitForAny<T = unknown>(name: string, opts: WaitForAnyOptions<T>): Promise<ReceivedSignal<T>>;
   /** Freezes operations and dependencies into a contract (canonical JSON + SHA-256). */
   seal(name: string, opts: SealOptions): Promise<SealedContract>;
   /** Applies a sealed contract in one transaction; `ContractRejectedError` if a dependency fails. */

@@ -33,6 +33,8 @@ export type {
   SealOptions,
   StepOptions,
   WaitForOptions,
+  WaitForAnyOptions,
+  ReceivedSignal,
   WorkflowContext,
   WorkflowFn,
   WorkflowRef,

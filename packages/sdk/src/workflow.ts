@@ -23,6 +23,12 @@ export interface WorkflowOptions<I, O, In = I> {
   retry?: Partial<RetryPolicy>;
   /** Longest a run may take from start to finish. Default: no limit. */
   timeout?: Duration;
+  /**
+   * Schemas of the signals the workflow waits for, by name: `client.signal` validates a payload
+   * against them before storing it (a `ValidationError` to the sender), and `ctx.waitFor` uses
+   * them when it is given no schema of its own.
+   */
+  signals?: Record<string, z.ZodType>;
 }
 
 /** A validated, frozen workflow definition. */
@@ -36,6 +42,8 @@ export interface Workflow<I = unknown, O = unknown, In = I> extends WorkflowRef<
   readonly retry?: ResolvedRetryPolicy;
   /** In milliseconds; present only when the definition set `timeout`. */
   readonly timeout?: number;
+  /** Present only when the definition declared `signals`. */
+  readonly signals?: Readonly<Record<string, z.ZodType>>;
 }
 
 /** The parsed input a workflow's function receives. */
@@ -48,7 +56,7 @@ export type WorkflowOutput<W> = W extends Workflow<infer _I, infer O, infer _In>
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._:\-/]*$/;
 const MAX_NAME_LENGTH = 200;
 const MAX_VERSION_LENGTH = 100;
-const OPTION_KEYS = ['name', 'version', 'input', 'output', 'retry', 'timeout'];
+const OPTION_KEYS = ['name', 'version', 'input', 'output', 'retry', 'timeout', 'signals'];
 
 /** Defines a workflow: validates the options (a ValidationError names the bad field) and returns a frozen `Workflow`. */
 export function workflow<I, O, In = I>(options: WorkflowOptions<I, O, In>, fn: WorkflowFn<I, O>): Workflow<I, O, In> {
@@ -60,7 +68,7 @@ export function workflow<I, O, In = I>(options: WorkflowOptions<I, O, In>, fn: W
       throw new ValidationError(`unknown workflow option; expected one of ${OPTION_KEYS.join(', ')}`, { path: [key] });
     }
   }
-  const { name, version, input, output, retry, timeout } = options;
+  const { name, version, input, output, retry, timeout, signals } = options;
   if (typeof name !== 'string' || name.length === 0 || name.length > MAX_NAME_LENGTH || !NAME.test(name)) {
     throw new ValidationError(
       `must be 1 to ${MAX_NAME_LENGTH} characters: a letter or digit, then letters, digits or . _ : - /; got ${describe(name)}`,
@@ -74,6 +82,14 @@ export function workflow<I, O, In = I>(options: WorkflowOptions<I, O, In>, fn: W
   }
   if (!isZodSchema(input)) throw new ValidationError('must be a zod schema, e.g. z.object({ … })', { path: ['input'] });
   if (output !== undefined && !isZodSchema(output)) throw new ValidationError('must be a zod schema when given', { path: ['output'] });
+  if (signals !== undefined) {
+    if (typeof signals !== 'object' || signals === null || Array.isArray(signals)) {
+      throw new ValidationError('must be an object of zod schemas by signal name', { path: ['signals'] });
+    }
+    for (const [signal, schema] of Object.entries(signals)) {
+      if (!isZodSchema(schema)) throw new ValidationError('must be a zod schema', { path: ['signals', signal] });
+    }
+  }
   if (typeof fn !== 'function') {
     throw new ValidationError('workflow() needs the workflow function as its second argument: async (ctx, input) => output', { path: ['fn'] });
   }
@@ -85,6 +101,7 @@ export function workflow<I, O, In = I>(options: WorkflowOptions<I, O, In>, fn: W
     ...(output === undefined ? {} : { output }),
     ...(retry === undefined ? {} : { retry: resolveRetryPolicy(retry, undefined, 'retry') }),
     ...(timeout === undefined ? {} : { timeout: positive(parseDuration(timeout, 'timeout'), 'timeout') }),
+    ...(signals === undefined ? {} : { signals: Object.freeze({ ...signals }) }),
     fn,
   };
   return Object.freeze(definition);

@@ -8,6 +8,7 @@
  * ```
  */
 import {
+  CancelledError,
   IdempotencyConflictError,
   NotFoundError,
   RatchetError,
@@ -18,6 +19,7 @@ import {
   hashCanonical,
   parseDuration,
   parseWorkflowInput,
+  parseWithSchema,
   isWorkflow,
   type Duration,
   type SerializedError,
@@ -32,6 +34,8 @@ import { idempotencyKeyOf, tenantOf, type EngineCore } from '../core.js';
 import type { TaskRecord } from '../store/rows.js';
 import { awaitTask, createTask, DONE_CHANNEL, getTask, getTaskByKey, listTasks, type NewTask } from '../store/tasks.js';
 import { resolveOperation } from '../store/resolve.js';
+import { cancelTree, sendSignal } from '../store/signals.js';
+import { DEADLOCK_DETECTED, sqlState } from '../store/sqlstate.js';
 import { recordedValue } from '../runtime/json.js';
 
 export interface StartOptions {
@@ -41,7 +45,7 @@ export interface StartOptions {
   idempotencyKey?: string;
   /** The run's id (a UUID). Default: a new UUIDv7. */
   runId?: string;
-  /** Runs sharing a concurrency key are recorded with it (scheduling by key lands with the coordination issue). */
+  /** Runs sharing a concurrency key (per tenant) execute one at a time. */
   concurrencyKey?: string;
   /** Recorded with the run. Default 0. */
   priority?: number;
@@ -223,6 +227,56 @@ export class Client {
     const moved = await resolveOperation(this.#core.pool, { tenantId, taskId: runId.toLowerCase(), stepKey, ...settled, actorId: this.#actorId });
     if (!moved) {
       throw new RatchetError(`run ${runId} is not parked on step ${stepKey} (or does not exist)`, { code: 'NOT_PARKED', runId, step: stepKey });
+    }
+  }
+
+  /**
+   * Sends the signal `name` to a run: stored before anything else, so a run that has not reached
+   * its `ctx.waitFor(name)` yet receives it when it does. A payload is validated against the
+   * schema the run's workflow declares for `name` (`signals` in `workflow()`), when this process
+   * has that workflow, before anything is written. With `idempotencyKey`, a retried send is
+   * stored once. Sending to a run that has finished is a `RatchetError` with code `RUN_FINISHED`.
+   */
+  async signal(runId: string, name: string, payload?: unknown, options: { tenantId?: string; idempotencyKey?: string } = {}): Promise<{ signalId: string }> {
+    const tenantId = tenantOf(options.tenantId);
+    if (!isUuid(runId)) throw new ValidationError('must be a UUID', { path: ['runId'] });
+    if (typeof name !== 'string' || name.length === 0 || name.length > 200 || name.includes('\u0000')) {
+      throw new ValidationError('must be a non-empty string of at most 200 characters', { path: ['name'] });
+    }
+    const idempotencyKey = idempotencyKeyOf(options.idempotencyKey);
+    const stored = recordedValue(payload ?? null, 'payload');
+    const id = runId.toLowerCase();
+    const task = await getTask(this.#core.pool, tenantId, id);
+    if (!task) throw new NotFoundError(`no run ${runId}`, { resource: 'run', id: runId });
+    const schema = this.#core.registry.get(task.workflowName, task.workflowVersion)?.signals?.[name];
+    if (schema) parseWithSchema(schema, stored, 'payload');
+    const sent = await sendSignal(this.#core.pool, { tenantId, taskId: id, id: uuidv7(), name, payload: stored, idempotencyKey });
+    if (sent.state === null || sent.signalId === null) {
+      throw new RatchetError(`run ${runId} has finished; it takes no more signals`, { code: 'RUN_FINISHED', runId });
+    }
+    return { signalId: sent.signalId };
+  }
+
+  /**
+   * Cancels a run and its children. A run no worker holds (pending, sleeping, waiting, parked)
+   * is cancelled at once; a running run is asked to stop: its workflow sees `CancelledError` at
+   * its next `ctx` call and its in-flight effect's signal aborts, and code in `finally` may still
+   * run steps (compensation). Cancelling a finished run changes nothing.
+   */
+  async cancel(runId: string, options: { tenantId?: string } = {}): Promise<{ cancelled: string[]; requested: string[] }> {
+    const tenantId = tenantOf(options.tenantId);
+    if (!isUuid(runId)) throw new ValidationError('must be a UUID', { path: ['runId'] });
+    const id = runId.toLowerCase();
+    const error = serializeError(new CancelledError('the run was cancelled', { runId: id }));
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        const result = await cancelTree(this.#core.pool, { tenantId, taskId: id, actorId: this.#actorId, error, policyVersion: this.#core.runtime.policyVersion });
+        if (!result) throw new NotFoundError(`no run ${runId}`, { resource: 'run', id: runId });
+        return result;
+      } catch (e) {
+        // A child settling at this moment locks parent then child in the other order: try again.
+        if (sqlState(e) !== DEADLOCK_DETECTED || attempt >= 5) throw e;
+      }
     }
   }
 

@@ -2,11 +2,13 @@
  * The `ctx` a workflow function receives: each durable call goes through `Execution.call` (step
  * key, replay lookup, bookkeeping) into the module that implements its kind.
  */
-import { RatchetError, ValidationError, parseDuration, seededUuid, type WorkflowContext } from '@ratchet/sdk';
+import { ValidationError, parseDuration, seededUuid, type WorkflowContext } from '@ratchet/sdk';
 import { isUuid } from '../ids.js';
 import { runCommit } from './commit.js';
 import { runEffect } from './effect.js';
 import { runEmit } from './emit.js';
+import { runChild } from './child.js';
+import { runWait, signalNames } from './wait.js';
 import { runInfer } from './infer.js';
 import { runSeal } from './seal.js';
 import type { Execution } from './execution.js';
@@ -14,8 +16,6 @@ import { runSleep } from './sleep.js';
 import { runStep } from './step.js';
 
 export function createContext(run: Execution, attempt: number): WorkflowContext {
-  const notYet = (what: string) => () =>
-    Promise.reject(new RatchetError(`ctx.${what} is not available in this version of @ratchet/engine`, { code: 'NOT_IMPLEMENTED', runId: run.runId }));
   const ctx: WorkflowContext = {
     runId: run.runId,
     tenantId: run.tenantId,
@@ -32,7 +32,16 @@ export function createContext(run: Execution, attempt: number): WorkflowContext 
         return runSleep(run, name, key, rec, () => at.getTime());
       }),
     infer: (name, opts) => run.call(name, 'infer', (key, rec) => runInfer(run, name, key, rec, opts)),
-    waitFor: notYet('waitFor'),
+    waitFor: (name, opts) =>
+      run.call(name, 'wait', (key, rec) => {
+        const o = optionsOf(opts);
+        return runWait(run, name, key, rec, { names: [name], schema: o.schema, timeout: o.timeout }).then((r) => r.payload as never);
+      }),
+    waitForAny: (name, opts) =>
+      run.call(name, 'wait', (key, rec) => {
+        const o = optionsOf(opts);
+        return runWait(run, name, key, rec, { names: signalNames(o.signals, 'signals'), schema: o.schema, timeout: o.timeout });
+      }),
     seal: (name, opts) => run.call(name, 'seal', (key, rec) => runSeal(run, name, key, rec, opts)),
     commit: (contract) => {
       if (typeof contract !== 'object' || contract === null || !isUuid(contract.id) || typeof contract.hash !== 'string') {
@@ -41,7 +50,7 @@ export function createContext(run: Execution, attempt: number): WorkflowContext 
       const name = `commit:${contract.id}`;
       return run.call(name, 'commit', (key, rec) => runCommit(run, name, key, rec, contract));
     },
-    child: notYet('child'),
+    child: (name, wf, input, opts) => run.call(name, 'child', (key, rec) => runChild(run, name, key, rec, wf as never, input, opts)),
     // The step is named by its topic: `emit('order.paid', …)` twice records order.paid#1 and #2.
     emit: (topic, payload) => run.call(topic, 'emit', (key, rec) => runEmit(run, key, rec, topic, payload)),
     now: () => run.now(),
@@ -49,4 +58,11 @@ export function createContext(run: Execution, attempt: number): WorkflowContext 
     uuid: () => seededUuid(() => run.random()),
   };
   return Object.freeze(ctx);
+}
+
+/** Options objects of ctx calls: undefined is `{}`, anything else but an object is a ValidationError. */
+function optionsOf<T extends object>(opts: T | undefined): Partial<T> {
+  if (opts === undefined) return {};
+  if (typeof opts !== 'object' || opts === null) throw new ValidationError('must be an options object', { path: ['opts'] });
+  return opts;
 }

@@ -155,6 +155,16 @@ export async function runEffect<T, I>(
         run.park(unknownOutcome(run, key, attempt));
         return new Promise<never>(() => {});
       }
+      if (isRatchetError(error, 'CANCELLED')) {
+        // The run was cancelled while the attempt ran: its signal aborted it. Recorded as failed
+        // with the CancelledError, which the workflow sees (and may compensate for).
+        const written = await run.write({
+          ...base, idempotencyKey: spec.idempotencyKey, state: 'failed', attempt, expectedAttempt: attempt,
+          inFlight: false, deadlineInMs: null, error: serializeError(error),
+        });
+        run.fact(key, written.completedAt);
+        throw error;
+      }
       // An at-most-once effect is never attempted twice, even after a plain error.
       const final =
         spec.atMostOnce || attempt >= spec.policy.maxAttempts || isRatchetError(error, 'NON_RETRYABLE') || isRatchetError(error, 'VALIDATION');

@@ -8,10 +8,18 @@
  * Segment states:
  *
  *   running ──fn returns──▶ completed (output validated)        ──┐
- *      │    ──fn throws───▶ failed | cancelled                    │ one fenced statement:
- *      │    ──only durable waits in flight──▶ sleeping (wake_at)  ├─ task row + its event
+ *      │    ──fn throws / deadline passes──▶ failed | cancelled   │
+ *      │    ──only sleeps in flight──▶ sleeping (wake_at)         │ one fenced statement:
+ *      │    ──only sleeps and waits (signal, child) in flight──▶  ├─ task row + its event
+ *      │          waiting (wake_at = earliest timeout, or none)   │
  *      │    ──nondeterminism / unknown at-most-once──▶ parked   ──┘
  *      └────── lease lost (renewal or fence failed) ──▶ lost: stop writing, settle nothing
+ *
+ * Waits for something outside the run (a signal, a child run) are `awaitExternal`: each has a
+ * `look` that checks and, when the thing is there, records it. Looks run one at a time, when the
+ * worker is told (NOTIFY on ratchet_signal, or a renewal that sees the signal counter move) and
+ * just before the run suspends. Suspending reads the signal counter first, looks, and moves to
+ * `waiting` carrying that counter: a signal that lands after the read makes the run due at once.
  *
  * Suspending does not throw through user code: the calls still waiting simply never resolve in
  * this process, and the function's pending promise is dropped with the segment (no memory held).
@@ -24,6 +32,7 @@ import {
   LeaseLostError,
   NonDeterminismError,
   RatchetError,
+  TimeoutError,
   ValidationError,
   deserializeError,
   isRatchetError,
@@ -43,12 +52,14 @@ import type { Transition } from '../store/tasks.js';
 import type { OperationWrite, WrittenOperation } from '../store/operations.js';
 import type { Fence, OperationRecord, TaskRecord } from '../store/rows.js';
 import type { LeaseKeeper } from '../worker/lease.js';
+import type { RunningExecutions } from '../worker/running.js';
 import type { OperationKind } from '../schema/index.js';
 import type { ContractRegistry } from '../contracts/registry.js';
+import { readSignalSeq } from '../store/signals.js';
 import { createContext } from './context.js';
 import { recordedValue } from './json.js';
 import { ReplayOrder } from './replay-order.js';
-import { transitionFenced, writeCheckpoint } from './checkpoint.js';
+import { transitionFenced, withReconnects, writeCheckpoint } from './checkpoint.js';
 
 export interface RuntimeOptions {
   /** Default timeout of one effect attempt. */
@@ -76,6 +87,7 @@ export type Outcome =
   | { state: 'cancelled'; error: SerializedError }
   | { state: 'parked'; error: SerializedError }
   | { state: 'sleeping'; wakeAt: Date }
+  | { state: 'waiting'; wakeAt: Date | null; signalSeq: number }
   | { state: 'lost' };
 
 export interface ExecutionDeps {
@@ -93,9 +105,23 @@ export interface ExecutionDeps {
   faults?: FaultHooks | undefined;
   instrumentation?: Instrumentation | undefined;
   onError?: ((error: unknown) => void) | undefined;
+  /** This process's running executions, told of signals and cancel requests. */
+  running?: RunningExecutions | undefined;
 }
 
 const NEVER: Promise<never> = new Promise(() => {});
+/** setTimeout's limit (2^31 − 1 ms, about 24.8 days); a longer timer fires at once. Longer waits are durable anyway. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** What a wait for something outside the run found: its value, or an error to throw into the workflow. */
+export type Found<T> = { value: T } | { error: unknown };
+
+interface ExternalWait {
+  /** When it expires (a wait's timeout), or null. */
+  readonly target: Date | null;
+  /** Looks once; resolves the wait if what it waits for is there. */
+  look(): Promise<void>;
+}
 
 export class Execution {
   readonly fence: Fence;
@@ -109,6 +135,12 @@ export class Execution {
   readonly #occurrences = new Map<string, number>();
   readonly #namesInFlight = new Map<string, OperationKind>();
   readonly #durableWaits = new Map<string, Date>();
+  readonly #external = new Map<string, ExternalWait>();
+  /** Looks and suspension checks, one at a time. */
+  #looks: Promise<void> = Promise.resolve();
+  #suspending = false;
+  /** The run's signal counter as this worker last saw it. */
+  #signalSeq: number;
   readonly #timers = new Set<NodeJS.Timeout>();
   readonly #abort = new AbortController();
   #active = 0;
@@ -133,7 +165,7 @@ export class Execution {
     this.#replay = new ReplayOrder(
       operations,
       deps.options.replayStallMs,
-      () => [...this.#durableWaits.keys()],
+      () => [...this.#durableWaits.keys(), ...this.#external.keys()],
       (op, reached) =>
         this.park(
           new NonDeterminismError(`replay waited for ${op.kind} ${op.stepKey}, recorded next, but the code reached ${reached.join(', ')} instead`, {
@@ -149,6 +181,7 @@ export class Execution {
     this.#lastFact = deps.task.createdAt;
     this.#random = seededRandom(`${this.runId}:`);
     this.#cancelRequested = deps.task.cancelRequestedAt !== null;
+    this.#signalSeq = deps.task.signalSeq;
   }
 
   /** Runs the segment to its outcome, writing the run's new state (unless the lease was lost). */
@@ -159,10 +192,17 @@ export class Execution {
       progressed: false,
       onLost: () => this.#lose(),
       onCancelRequested: () => this.requestCancel(),
-      onRenewed: (now: Date) => (this.#clockOffset = now.getTime() - Date.now()),
+      onRenewed: (now: Date, signalSeq: number | null) => {
+        this.#clockOffset = now.getTime() - Date.now();
+        if (signalSeq !== null && signalSeq !== this.#signalSeq) {
+          this.#signalSeq = signalSeq;
+          void this.poke();
+        }
+      },
     };
     this.#lease = lease;
     leases.hold(lease, this.#deps.claimedLocalAt);
+    this.#deps.running?.add(this);
     try {
       const segment = this.#deps.instrumentation?.segment;
       const info = {
@@ -183,6 +223,7 @@ export class Execution {
       for (const timer of this.#timers) clearTimeout(timer);
       this.#timers.clear();
       leases.release(this.fence.taskId, lease);
+      this.#deps.running?.delete(this);
     }
   }
 
@@ -191,6 +232,22 @@ export class Execution {
     if (this.#cancelRequested) return;
     this.#cancelRequested = true;
     this.#abort.abort(new CancelledError('the run was cancelled', { runId: this.runId }));
+  }
+
+  /**
+   * Something the run may be waiting for happened (a signal arrived, a child settled): every wait
+   * for something outside the run looks again.
+   */
+  poke(): Promise<void> {
+    return this.#serial(async () => {
+      for (const wait of [...this.#external.values()]) await wait.look();
+    });
+  }
+
+  #serial(fn: () => Promise<void>): Promise<void> {
+    const next = this.#looks.then(fn);
+    this.#looks = next.catch((error: unknown) => this.#deps.onError?.(error));
+    return next;
   }
 
   /** Stops the segment without writing (shutdown): the lease is left to expire or be released by the caller. */
@@ -210,6 +267,7 @@ export class Execution {
       void this.#settle({ state: 'failed', error: serializeError(error) });
       return;
     }
+    if (!this.#armDeadline()) return;
     const ctx = createContext(this, Math.max(1, this.#deps.task.claimCount));
     Promise.resolve()
       .then(() => workflow.fn(ctx, input))
@@ -217,6 +275,35 @@ export class Execution {
         (output) => this.#onReturn(output),
         (error: unknown) => this.#onThrow(error),
       );
+  }
+
+  /** The workflow's `timeout`: past the run's deadline it fails with TimeoutError. False when it already has. */
+  #armDeadline(): boolean {
+    const deadline = this.#deps.task.deadlineAt;
+    if (!deadline) return true;
+    const expire = () => {
+      const error = new TimeoutError(`the run did not finish by its deadline ${deadline.toISOString()} (workflow timeout ${this.#deps.workflow.timeout ?? '?'} ms)`, {
+        runId: this.runId,
+        timeoutMs: this.#deps.workflow.timeout ?? 0,
+      });
+      void this.#settle({ state: 'failed', error: serializeError(error) });
+    };
+    const remaining = deadline.getTime() - this.dbNow();
+    if (remaining <= 0) {
+      expire();
+      return false;
+    }
+    if (remaining <= MAX_TIMER_MS) this.#timer(expire, remaining);
+    return true;
+  }
+
+  #timer(fn: () => void, ms: number): NodeJS.Timeout {
+    const timer = setTimeout(() => {
+      this.#timers.delete(timer);
+      fn();
+    }, ms);
+    this.#timers.add(timer);
+    return timer;
   }
 
   /**
@@ -228,11 +315,6 @@ export class Execution {
     if (typeof name !== 'string' || name.length === 0 || name.length > 200) {
       return Promise.reject(new ValidationError('a step name must be a non-empty string of at most 200 characters', { path: ['name'] }));
     }
-    if (this.#cancelRequested && !this.#cancelDelivered) {
-      // Delivered once: cleanup code in `finally` may still run steps (compensation).
-      this.#cancelDelivered = true;
-      return Promise.reject(new CancelledError('the run was cancelled', { runId: this.runId }));
-    }
     if (this.#namesInFlight.has(name)) {
       return Promise.reject(
         new ValidationError(`two ctx calls named "${name}" are in flight at once; give parallel calls distinct names`, { path: ['name'], runId: this.runId }),
@@ -243,6 +325,12 @@ export class Execution {
     const key = `${name}#${n}`;
     this.#visited.add(key);
     const recorded = this.#recorded.get(key);
+    if (this.#cancelRequested && !this.#cancelDelivered && (!recorded || recorded.state === 'reserved')) {
+      // Delivered once, at the first call that is not a replayed record (so replay delivers it at
+      // the same place): cleanup code in `finally` may still run steps (compensation).
+      this.#cancelDelivered = true;
+      return Promise.reject(new CancelledError('the run was cancelled', { runId: this.runId }));
+    }
     if (recorded && recorded.kind !== kind) {
       this.park(
         new NonDeterminismError(`replay reached ${kind} ${key}, but the run recorded ${recorded.kind} ${key} there; the code changed under a running version`, {
@@ -261,7 +349,8 @@ export class Execution {
       this.#active -= 1;
       this.#scheduleCheck();
     };
-    const started = recorded ? this.#replay.turn(key).then(() => body(key, recorded)) : body(key, recorded);
+    // `new Promise(r => r(body()))` runs the body now and turns a synchronous throw into a rejection.
+    const started = recorded ? this.#replay.turn(key).then(() => body(key, recorded)) : new Promise<T>((resolve) => resolve(body(key, recorded)));
     return started.then(
       (value) => {
         done();
@@ -269,6 +358,8 @@ export class Execution {
       },
       (error: unknown) => {
         done();
+        // A call that failed with the cancellation (its signal aborted) delivered it.
+        if (this.#cancelRequested && isRatchetError(error, 'CANCELLED')) this.#cancelDelivered = true;
         return this.#settling ? NEVER : Promise.reject(error);
       },
     );
@@ -319,15 +410,70 @@ export class Execution {
         this.#durableWaits.set(key, at);
         this.#scheduleCheck();
       }
-      const timer = setTimeout(() => {
-        this.#timers.delete(timer);
+      if (remaining > MAX_TIMER_MS) return; // the run suspends long before; a claim resumes it
+      this.#timer(() => {
         if (durable) {
           this.#durableWaits.delete(key);
           this.#active += 1;
         }
         if (!this.#settling) resolve();
       }, remaining);
-      this.#timers.add(timer);
+    });
+  }
+
+  /**
+   * Waits for something outside the run (a signal, a child run). `look` checks once and, when the
+   * thing is there, records it and returns what the call resolves to (or throws); `expire` runs at
+   * `target` (after a last look) and records the timeout. Waits longer than the in-memory limit
+   * let the run suspend (state waiting).
+   */
+  awaitExternal<T>(key: string, target: Date | null, look: () => Promise<Found<T> | undefined>, expire: () => Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      if (this.#settling) return;
+      const remaining = target ? target.getTime() - this.dbNow() : Infinity;
+      const durable = remaining > this.#deps.options.inMemoryWaitMs;
+      let done = false;
+      let timer: NodeJS.Timeout | undefined;
+      const close = () => {
+        done = true;
+        this.#external.delete(key);
+        if (timer) {
+          clearTimeout(timer);
+          this.#timers.delete(timer);
+        }
+        if (durable) this.#active += 1;
+      };
+      const deliver = (found: Found<T>) => {
+        close();
+        if ('value' in found) resolve(found.value);
+        else reject(found.error);
+      };
+      this.#external.set(key, {
+        target,
+        look: async () => {
+          if (done || this.#settling) return;
+          const found = await look();
+          if (found && !done) deliver(found);
+        },
+      });
+      if (durable) {
+        this.#active -= 1;
+        this.#scheduleCheck();
+      }
+      if (target && remaining <= MAX_TIMER_MS) {
+        timer = this.#timer(
+          () =>
+            void this.#serial(async () => {
+              if (done || this.#settling) return;
+              const found = await look();
+              if (done) return;
+              if (found) return deliver(found);
+              close();
+              await expire().then(resolve, reject);
+            }),
+          Math.max(0, remaining),
+        );
+      }
     });
   }
 
@@ -361,6 +507,16 @@ export class Execution {
   advanceVersion(version: number): void {
     if (version > this.fence.stateVersion) this.fence.stateVersion = version;
     if (this.#lease) this.#lease.progressed = true;
+  }
+
+  /** The run recorded progress by a statement of its own (a consumed signal): its poison-pill count restarts. */
+  progressed(): void {
+    if (this.#lease) this.#lease.progressed = true;
+  }
+
+  /** Who writes: the lease owner (recorded as the actor of runs this run starts). */
+  get owner(): string {
+    return this.#deps.owner;
   }
 
   /** The run is no longer ours: stop writing, settle nothing. */
@@ -417,12 +573,37 @@ export class Execution {
   }
 
   #checkSuspend(): void {
-    if (this.#settling || this.#active > 0 || this.#durableWaits.size === 0) return;
+    if (this.#settling || this.#suspending || this.#active > 0 || this.#durableWaits.size + this.#external.size === 0) return;
     const unreached = this.#unreached();
     if (unreached) return this.park(unreached);
-    let wakeAt: Date | undefined;
-    for (const at of this.#durableWaits.values()) if (!wakeAt || at < wakeAt) wakeAt = at;
-    void this.#settle({ state: 'sleeping', wakeAt: wakeAt! });
+    if (this.#external.size === 0) return void this.#settle({ state: 'sleeping', wakeAt: this.#earliestTarget()! });
+    // Read the counter, then look: a signal after the read moves the counter, and the move to
+    // waiting below then makes the run due at once instead of waiting for it.
+    this.#suspending = true;
+    let seen: number | null = null;
+    this.#serial(async () => {
+      seen = await withReconnects(() => readSignalSeq(this.#deps.pool, this.fence), this.#deps.onError).then((v) => (v === 'lost' ? null : v));
+      if (seen === null) return;
+      for (const wait of [...this.#external.values()]) await wait.look();
+    }).then(
+      () => {
+        this.#suspending = false;
+        if (seen === null) return this.#lose();
+        if (this.#settling || this.#active > 0 || this.#external.size === 0) return this.#scheduleCheck();
+        void this.#settle({ state: 'waiting', wakeAt: this.#earliestTarget(), signalSeq: seen });
+      },
+      () => {
+        this.#suspending = false;
+        this.#lose(); // the database is unreachable: the lease expires and the run is resumed elsewhere
+      },
+    );
+  }
+
+  #earliestTarget(): Date | null {
+    let earliest: Date | null = null;
+    for (const at of this.#durableWaits.values()) if (!earliest || at < earliest) earliest = at;
+    for (const { target } of this.#external.values()) if (target && (!earliest || target < earliest)) earliest = target;
+    return earliest;
   }
 
   /** A recorded step the code did not reach by the time it stopped: the code changed. */
@@ -442,8 +623,8 @@ export class Execution {
 
   #onReturn(output: unknown): void {
     if (this.#settling) return;
-    // A sleep or wait left pending is fine (the loser of a Promise.race); anything else is not.
-    const unawaited = [...this.#namesInFlight].filter(([, kind]) => kind !== 'sleep' && kind !== 'wait').map(([name]) => name);
+    // A sleep, wait or child left pending is fine (the loser of a Promise.race); anything else is not.
+    const unawaited = [...this.#namesInFlight].filter(([, kind]) => kind !== 'sleep' && kind !== 'wait' && kind !== 'child').map(([name]) => name);
     if (unawaited.length > 0) {
       const names = unawaited.join(', ');
       void this.#settle({
@@ -507,7 +688,15 @@ export class Execution {
         ? { state: 'completed', event: 'completed', output: outcome.output }
         : outcome.state === 'sleeping'
           ? { state: 'sleeping', event: 'sleeping', dueAt: outcome.wakeAt, payload: { wakeAt: outcome.wakeAt.toISOString() } }
-          : { state: outcome.state, event: outcome.state, error: outcome.error, payload: { code: outcome.error.code ?? null, error: outcome.error.name } };
+          : outcome.state === 'waiting'
+            ? {
+                state: 'waiting',
+                event: 'waiting',
+                dueAt: outcome.wakeAt,
+                expectedSignalSeq: outcome.signalSeq,
+                payload: { wakeAt: outcome.wakeAt?.toISOString() ?? null, waits: [...this.#external.keys()] },
+              }
+            : { state: outcome.state, event: outcome.state, error: outcome.error, payload: { code: outcome.error.code ?? null, error: outcome.error.name } };
     transition.policyVersion = this.#deps.options.policyVersion;
     try {
       const version = await transitionFenced(this.#deps.pool, this.fence, transition, this.#deps.onError);

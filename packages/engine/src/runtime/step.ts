@@ -8,7 +8,7 @@
  * the run durably instead of holding a worker. `NonRetryableError`, a value JSON cannot carry,
  * or the last attempt failing settles the step as failed with `StepFailedError`.
  */
-import { StepFailedError, isRatchetError, retryDelay, serializeError, type StepOptions } from '@ratchet/sdk';
+import { StepFailedError, TimeoutError, isRatchetError, parseDuration, retryDelay, serializeError, type StepOptions } from '@ratchet/sdk';
 import type { OperationRecord } from '../store/rows.js';
 import type { Execution } from './execution.js';
 import { recordedValue } from './json.js';
@@ -17,9 +17,10 @@ export async function runStep<T>(
   run: Execution,
   key: string,
   recorded: OperationRecord | undefined,
-  fn: () => T | Promise<T>,
+  fn: (args: { signal: AbortSignal }) => T | Promise<T>,
   opts: StepOptions | undefined,
 ): Promise<T> {
+  const timeoutMs = opts?.timeout === undefined ? undefined : parseDuration(opts.timeout, 'timeout');
   if (recorded && recorded.state !== 'reserved') return run.replay<T>(key, recorded);
   const name = key.slice(0, key.lastIndexOf('#'));
   const policy = run.retryPolicy(opts?.retry, 'retry');
@@ -34,8 +35,17 @@ export async function runStep<T>(
   for (;;) {
     let value: T;
     try {
-      value = await run.instrument({ kind: 'step', name, stepKey: key, attempt }, async () => recordedValue(await fn(), 'result'));
+      value = await run.instrument({ kind: 'step', name, stepKey: key, attempt }, async () => recordedValue(await attemptOnce(run, key, fn, timeoutMs), 'result'));
     } catch (error) {
+      if (isRatchetError(error, 'CANCELLED')) {
+        // The run was cancelled while the attempt ran (its signal aborted): recorded and rethrown as is.
+        const written = await run.write({
+          stepName: name, stepKey: key, kind: 'step', idempotencyKey: null, inputHash: null,
+          state: 'failed', attempt, expectedAttempt, inFlight: false, deadlineInMs: null, error: serializeError(error),
+        });
+        run.fact(key, written.completedAt);
+        throw error;
+      }
       const final = attempt >= policy.maxAttempts || isRatchetError(error, 'NON_RETRYABLE') || isRatchetError(error, 'VALIDATION');
       if (final) {
         const failure = new StepFailedError(`step ${key} failed after ${attempt} attempt(s): ${(error as Error)?.message ?? String(error)}`, {
@@ -69,5 +79,25 @@ export async function runStep<T>(
     });
     run.fact(key, written.completedAt);
     return value;
+  }
+}
+
+/** One attempt of `fn`, given a signal that aborts when the run is cancelled or loses its lease, or at the step's timeout. */
+async function attemptOnce<T>(run: Execution, key: string, fn: (args: { signal: AbortSignal }) => T | Promise<T>, timeoutMs: number | undefined): Promise<T> {
+  if (timeoutMs === undefined) return fn({ signal: run.signal });
+  const timeout = new AbortController();
+  const signal = AbortSignal.any([run.signal, timeout.signal]);
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      const error = new TimeoutError(`step ${key} took longer than its timeout of ${timeoutMs} ms`, { runId: run.runId, step: key, timeoutMs });
+      timeout.abort(error);
+      reject(error);
+    }, timeoutMs);
+  });
+  try {
+    return await Promise.race([Promise.resolve().then(() => fn({ signal })), expired]);
+  } finally {
+    clearTimeout(timer);
   }
 }

@@ -178,10 +178,10 @@ export const CLAIM_TASKS_SQL = `
     -- Per registered (workflow, version), the earliest due runs (tasks_due range scan), then the
     -- earliest of those overall. Rows locked here but cut by the outer LIMIT unlock at the end of
     -- this statement.
-    SELECT d.tenant_id, d.id, d.state AS prior_state, d.lease_owner AS prior_owner
+    SELECT d.tenant_id, d.id, d.state AS prior_state, d.lease_owner AS prior_owner, d.wake_at AS prior_wake_at
       FROM unnest($1::text[], $2::text[]) AS w(name, version)
      CROSS JOIN LATERAL (
-       SELECT t.tenant_id, t.id, t.state, t.lease_owner, t.due_at
+       SELECT t.tenant_id, t.id, t.state, t.lease_owner, t.due_at, t.wake_at
          FROM ratchet.tasks t
         WHERE t.workflow_name = w.name AND t.workflow_version = w.version AND t.due_at <= ratchet.now()
         ORDER BY t.due_at
@@ -206,13 +206,15 @@ export const CLAIM_TASKS_SQL = `
            updated_at = ratchet.now()
       FROM c
      WHERE t.tenant_id = c.tenant_id AND t.id = c.id
-    RETURNING ${TASK_COLUMNS}, c.prior_state, c.prior_owner
+    RETURNING ${TASK_COLUMNS}, c.prior_state, c.prior_owner, c.prior_wake_at
   ), e AS (
     INSERT INTO ratchet.events (tenant_id, task_id, seq, event_type, actor_id, payload, policy_version, trace_id, span_id, created_at)
     SELECT u."tenantId", u.id, u."stateVersion",
            CASE WHEN u.state = 'parked' THEN 'parked'
                 WHEN u.prior_state = 'pending' THEN 'claimed'
                 WHEN u.prior_state = 'running' THEN 'lease_reclaimed'
+                -- Woken before its target: a signal or a settled child woke it.
+                WHEN u.prior_state = 'waiting' AND (u.prior_wake_at IS NULL OR u.prior_wake_at > ratchet.now()) THEN 'signalled'
                 ELSE 'woke' END,
            $4,
            jsonb_strip_nulls(jsonb_build_object('claims', u."claimCount", 'from', u.prior_state, 'previousOwner', u.prior_owner,
@@ -302,7 +304,7 @@ export interface Transition {
   output?: unknown;
   error?: SerializedError | null;
   payload?: Record<string, unknown>;
-  /** For waiting: move only if no signal arrived since the owner last looked. */
+  /** For waiting: the signal counter the owner saw before it last looked for signals; if it moved, the run is due at once. */
   expectedSignalSeq?: number;
   policyVersion?: string | null;
 }
@@ -320,7 +322,10 @@ export async function transitionTask(db: Queryable, fence: Fence, to: Transition
         UPDATE ratchet.tasks t
            SET state = $5,
                state_version = t.state_version + 1,
-               due_at = CASE WHEN $5 IN ('sleeping', 'waiting') THEN $7::timestamptz
+               -- A suspended run is due at its earliest target, or its deadline if sooner; a run
+               -- moving to waiting whose signal counter moved since its owner looked is due now.
+               due_at = CASE WHEN $5 = 'waiting' AND $11::int IS NOT NULL AND t.signal_seq <> $11 THEN ratchet.now()
+                             WHEN $5 IN ('sleeping', 'waiting') THEN least($7::timestamptz, t.deadline_at)
                              WHEN $5 = 'pending' THEN ratchet.now() END,
                wake_at = CASE WHEN $5 IN ('sleeping', 'waiting') THEN $7::timestamptz END,
                lease_owner = NULL,
@@ -331,7 +336,6 @@ export async function transitionTask(db: Queryable, fence: Fence, to: Transition
                completed_at = CASE WHEN $5 IN ('completed', 'failed', 'cancelled') THEN ratchet.now() END,
                updated_at = ratchet.now()
          WHERE t.tenant_id = $1 AND t.id = $2 AND t.lease_owner = $3 AND t.state_version = $4
-           AND ($11::int IS NULL OR t.signal_seq = $11)
         RETURNING t.tenant_id, t.id, t.state_version, t.result_awaited, t.trace_id, t.span_id
       ), e AS (
         INSERT INTO ratchet.events (tenant_id, task_id, seq, event_type, actor_id, payload, policy_version, trace_id, span_id, created_at)

@@ -20,7 +20,8 @@ export interface HeldLease {
   progressed: boolean;
   onLost(): void;
   onCancelRequested(): void;
-  onRenewed(now: Date): void;
+  /** Renewed at database time `now`; `signalSeq` is the run's signal counter (it moves when a signal arrives or a child settles). */
+  onRenewed(now: Date, signalSeq: number | null): void;
 }
 
 export class LeaseKeeper {
@@ -121,7 +122,7 @@ export class LeaseKeeper {
           skipped = true; // locked by a transaction in progress (our own commit): not lost, try again soon
           continue;
         }
-        lease.onRenewed(row.now);
+        lease.onRenewed(row.now, row.signalSeq);
         if (row.cancelRequestedAt) lease.onCancelRequested();
       }
       this.#succeeded(startedAt);
