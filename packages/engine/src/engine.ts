@@ -33,6 +33,7 @@ import type { PgTable } from 'drizzle-orm/pg-core';
 import type { Action, Check } from '@ratchet/sdk';
 import { ContractRegistry } from './contracts/registry.js';
 import { ContractStats, type ContractStatsReport } from './contracts/stats.js';
+import { Schedules } from './schedules/schedules.js';
 import type { Instrumentation } from './instrumentation.js';
 
 export interface EngineOptions {
@@ -97,6 +98,8 @@ export interface Engine {
   readonly client: Client;
   /** Operator metrics of sealed contracts. */
   readonly contracts: { stats(options?: { since?: Date; tenantId?: string }): Promise<ContractStatsReport> };
+  /** Cron schedules that start runs, each slot exactly once (every started worker ticks them). */
+  readonly schedules: Schedules;
   /** A worker for the engine's workflows; `start()` it. */
   worker(options?: WorkerOptions): Worker;
   /** An outbox relay that publishes `ctx.emit` and contract messages at least once; `start()` it. */
@@ -155,6 +158,7 @@ export async function createEngine(options: EngineOptions = {}): Promise<Engine>
     pool: core.pool,
     client,
     contracts: new ContractStats(core.pool),
+    schedules: new Schedules(core, owner),
     migrate: () => migrateSchema(core.pool),
     checkSchema: () => checkSchema(core.pool),
     worker(workerOptions) {

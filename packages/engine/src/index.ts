@@ -45,7 +45,12 @@ export type { Instrumentation, SegmentInfo, StepInfo } from './instrumentation.j
 export { FAULT_POINTS } from './faults.js';
 export type { FaultContext, FaultHooks, FaultPoint } from './faults.js';
 export type { ContractStatsReport } from './contracts/stats.js';
+export { Schedules } from './schedules/schedules.js';
+export type { ScheduleInfo, ScheduleOptions } from './schedules/schedules.js';
+export { scheduledSlot } from './schedules/scheduler.js';
+export type { ScheduledRun, TickResult } from './schedules/scheduler.js';
+export { ON_TIME_TOLERANCE_MS } from './schedules/slots.js';
 export type { InferRecord } from './runtime/infer.js';
 export { DEFAULT_TENANT_ID } from './ids.js';
-export { TASK_STATES, OPERATION_STATES, OPERATION_KINDS, EVENT_TYPES, CONTRACT_STATUSES } from './schema/index.js';
-export type { TaskState, OperationState, OperationKind, EventType, ContractStatus } from './schema/index.js';
+export { TASK_STATES, OPERATION_STATES, OPERATION_KINDS, EVENT_TYPES, CONTRACT_STATUSES, CATCH_UP_POLICIES } from './schema/index.js';
+export type { TaskState, OperationState, OperationKind, EventType, ContractStatus, CatchUpPolicy } from './schema/index.js';

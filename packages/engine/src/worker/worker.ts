@@ -19,6 +19,7 @@ import { fault } from '../faults.js';
 import { Execution, type Outcome } from '../runtime/execution.js';
 import { newOwnerId, type EngineCore } from '../core.js';
 import { LeaseKeeper } from './lease.js';
+import { Scheduler } from '../schedules/scheduler.js';
 import { ValidationError } from '@ratchet/sdk';
 
 export interface WorkerOptions {
@@ -57,6 +58,8 @@ export class Worker {
   /** A wake-up (NOTIFY, a freed slot) that arrived while the loop was not idle: the next idle returns at once. */
   #woken = false;
   #unsubscribe: (() => void) | undefined;
+  /** Every started worker also ticks the cron schedules (schedules/scheduler.ts). */
+  #scheduler: Scheduler | undefined;
   #stats = { claimed: 0, completed: 0, suspended: 0, failed: 0, lost: 0 };
 
   constructor(core: EngineCore, options: WorkerOptions = {}) {
@@ -77,6 +80,8 @@ export class Worker {
     await checkSchema(this.#core.pool);
     this.#stopping = false;
     this.#unsubscribe = await this.#core.listener.subscribe(WORK_CHANNEL, () => this.#poke());
+    this.#scheduler = new Scheduler(this.#core, { actorId: this.workerId, pollMs: this.#pollMs });
+    await this.#scheduler.start();
     this.#loop = this.#run();
   }
 
@@ -84,6 +89,8 @@ export class Worker {
   async stop(): Promise<void> {
     if (!this.#loop) return;
     this.#stopping = true;
+    await this.#scheduler?.stop();
+    this.#scheduler = undefined;
     this.#poke();
     await this.#loop;
     this.#loop = undefined;
