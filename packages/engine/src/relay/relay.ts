@@ -100,7 +100,10 @@ export interface RelayOptions {
    * another relay may publish them again. Default 30 s.
    */
   publishTimeout?: Duration;
-  /** Retry delays of failed messages. Default 1 s doubling to 5 min, ±20 %. A message is never given up. */
+  /**
+   * Retry delays of failed messages. Default 1 s doubling to 5 min, ±20 % (an `initial` above
+   * 5 min without `max` raises the cap to it). A message is never given up.
+   */
   backoff?: RelayBackoff;
 }
 
