@@ -26,6 +26,7 @@ import { newOwnerId, Registry, type EngineCore } from './core.js';
 import { Execution } from './runtime/execution.js';
 import { LeaseKeeper } from './worker/lease.js';
 import { Listener } from './worker/listener.js';
+import { RunningExecutions } from './worker/running.js';
 import { Worker, type WorkerOptions } from './worker/worker.js';
 import { Relay, type RelayOptions } from './relay/relay.js';
 import type { FaultHooks } from './faults.js';
@@ -135,6 +136,7 @@ export async function createEngine(options: EngineOptions = {}): Promise<Engine>
   });
   const database: Database = await openDatabase(options.database, options.poolSize);
   const onError = options.onError ?? (() => {});
+  const listener = new Listener(database.pool, onError);
   const core: EngineCore = {
     pool: database.pool,
     registry,
@@ -142,7 +144,8 @@ export async function createEngine(options: EngineOptions = {}): Promise<Engine>
     runtime,
     leaseMs,
     maxClaims,
-    listener: new Listener(database.pool, onError),
+    listener,
+    running: new RunningExecutions(listener),
     faults: options.faults,
     instrumentation: options.instrumentation,
     onError,
@@ -174,6 +177,8 @@ export async function createEngine(options: EngineOptions = {}): Promise<Engine>
     async run(wf, input, runOptions = {}) {
       const task = newTaskFor(wf, input, runOptions, owner, runtime.policyVersion);
       registry.add(wf);
+      // Signals and cancel requests reach the run while it executes here (subscribed once).
+      await core.running.listen().catch(onError);
       const row = await createLeasedTask(core.pool, task, owner, leaseMs);
       const claimedLocalAt = Date.now();
       if (!row) {
@@ -181,7 +186,7 @@ export async function createEngine(options: EngineOptions = {}): Promise<Engine>
         return resultOf(existing.id, existing.state, existing.output, existing.error);
       }
       const execution = new Execution(
-        { pool: core.pool, workflow: wf, task: row, owner, dbNow: row.createdAt, claimedLocalAt, leases, options: runtime, contracts, faults: core.faults, instrumentation: core.instrumentation, onError },
+        { pool: core.pool, workflow: wf, task: row, owner, dbNow: row.createdAt, claimedLocalAt, leases, options: runtime, contracts, faults: core.faults, instrumentation: core.instrumentation, onError, running: core.running },
         [],
       );
       const outcome = await execution.execute();

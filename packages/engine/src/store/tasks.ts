@@ -10,6 +10,7 @@ import type pg from 'pg';
 import type { SerializedError } from '@ratchet/sdk';
 import type { EventType, TaskState } from '../schema/index.js';
 import { TASK_COLUMNS, type Fence, type TaskRecord } from './rows.js';
+import { UNIQUE_VIOLATION, sqlState } from './sqlstate.js';
 
 type Queryable = Pick<pg.Pool | pg.PoolClient, 'query'>;
 
@@ -165,30 +166,53 @@ export async function claimTasks(
   db: Queryable,
   args: { names: string[]; versions: string[]; limit: number; owner: string; leaseMs: number; maxClaims: number; policyVersion?: string | null },
 ): Promise<ClaimedTask[]> {
-  const { rows } = await db.query<ClaimedTask>({
-    name: 'ratchet_claim_tasks',
-    text: CLAIM_TASKS_SQL,
-    values: [args.names, args.versions, args.limit, args.owner, args.leaseMs, args.maxClaims, args.policyVersion ?? null],
-  });
-  return rows;
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      const { rows } = await db.query<ClaimedTask>({
+        name: 'ratchet_claim_tasks',
+        text: CLAIM_TASKS_SQL,
+        values: [args.names, args.versions, args.limit, args.owner, args.leaseMs, args.maxClaims, args.policyVersion ?? null],
+      });
+      return rows;
+    } catch (error) {
+      // Another claim took a run of the same concurrency key at the same moment; the claim changed
+      // nothing. Its repeat sees that run running and skips the key.
+      if (sqlState(error) !== UNIQUE_VIOLATION || attempt >= 3) throw error;
+    }
+  }
 }
 
 export const CLAIM_TASKS_SQL = `
   WITH c AS MATERIALIZED (
     -- Per registered (workflow, version), the earliest due runs (tasks_due range scan), then the
     -- earliest of those overall. Rows locked here but cut by the outer LIMIT unlock at the end of
-    -- this statement.
-    SELECT d.tenant_id, d.id, d.state AS prior_state, d.lease_owner AS prior_owner, d.wake_at AS prior_wake_at
-      FROM unnest($1::text[], $2::text[]) AS w(name, version)
-     CROSS JOIN LATERAL (
-       SELECT t.tenant_id, t.id, t.state, t.lease_owner, t.due_at, t.wake_at
-         FROM ratchet.tasks t
-        WHERE t.workflow_name = w.name AND t.workflow_version = w.version AND t.due_at <= ratchet.now()
-        ORDER BY t.due_at
-        LIMIT $3
-          FOR UPDATE SKIP LOCKED
-     ) d
-     ORDER BY d.due_at
+    -- this statement. A run with a concurrency key is skipped while another run of its key is
+    -- running, and only the earliest of a key is taken per claim; racing claims are settled by
+    -- the unique index tasks_one_running_per_key (the loser repeats its claim).
+    SELECT x.tenant_id, x.id, x.prior_state, x.prior_owner, x.prior_wake_at
+      FROM (
+        SELECT d.tenant_id, d.id, d.state AS prior_state, d.lease_owner AS prior_owner, d.wake_at AS prior_wake_at, d.due_at,
+               CASE WHEN d.concurrency_key IS NULL THEN 1
+                    ELSE row_number() OVER (PARTITION BY d.tenant_id, d.concurrency_key ORDER BY d.due_at) END AS nth_of_key
+          FROM unnest($1::text[], $2::text[]) AS w(name, version)
+         CROSS JOIN LATERAL (
+           SELECT t.tenant_id, t.id, t.state, t.lease_owner, t.due_at, t.wake_at, t.concurrency_key
+             FROM ratchet.tasks t
+            WHERE t.workflow_name = w.name AND t.workflow_version = w.version AND t.due_at <= ratchet.now()
+              -- A correlated probe of the small partial index tasks_one_running_per_key, per keyed
+              -- candidate only (a NOT EXISTS may be planned as an anti-join over all of tasks).
+              AND (t.concurrency_key IS NULL OR t.state = 'running'
+                   OR (SELECT r.id FROM ratchet.tasks r
+                        WHERE r.concurrency_key = t.concurrency_key AND r.tenant_id = t.tenant_id
+                          AND r.state = 'running' AND r.concurrency_key IS NOT NULL
+                        LIMIT 1) IS NULL)
+            ORDER BY t.due_at
+            LIMIT $3
+              FOR UPDATE SKIP LOCKED
+         ) d
+      ) x
+     WHERE x.nth_of_key = 1
+     ORDER BY x.due_at
      LIMIT $3
   ), u AS (
     UPDATE ratchet.tasks t
@@ -336,13 +360,16 @@ export async function transitionTask(db: Queryable, fence: Fence, to: Transition
                completed_at = CASE WHEN $5 IN ('completed', 'failed', 'cancelled') THEN ratchet.now() END,
                updated_at = ratchet.now()
          WHERE t.tenant_id = $1 AND t.id = $2 AND t.lease_owner = $3 AND t.state_version = $4
-        RETURNING t.tenant_id, t.id, t.state_version, t.result_awaited, t.trace_id, t.span_id
+        RETURNING t.tenant_id, t.id, t.state_version, t.result_awaited, t.trace_id, t.span_id, t.concurrency_key, t.workflow_name
       ), e AS (
         INSERT INTO ratchet.events (tenant_id, task_id, seq, event_type, actor_id, payload, policy_version, trace_id, span_id, created_at)
         SELECT t.tenant_id, t.id, t.state_version, $6, $3, $10, $12, t.trace_id, t.span_id, ratchet.now() FROM t
       ), n AS (
         SELECT pg_notify('${DONE_CHANNEL}', t.id::text) FROM t
          WHERE t.result_awaited AND $5 IN ('completed', 'failed', 'cancelled')
+        UNION ALL
+        -- A run of a concurrency key stopped running: the next run of its key may be claimed now.
+        SELECT pg_notify('${WORK_CHANNEL}', t.workflow_name) FROM t WHERE t.concurrency_key IS NOT NULL
       )
       SELECT t.state_version AS "stateVersion", (SELECT count(*) FROM n) AS notified FROM t`,
     values: [

@@ -80,6 +80,7 @@ export class Worker {
     await checkSchema(this.#core.pool);
     this.#stopping = false;
     this.#unsubscribe = await this.#core.listener.subscribe(WORK_CHANNEL, () => this.#poke());
+    await this.#core.running.listen();
     this.#scheduler = new Scheduler(this.#core, { actorId: this.workerId, pollMs: this.#pollMs });
     await this.#scheduler.start();
     this.#loop = this.#run();
@@ -123,6 +124,8 @@ export class Worker {
   async #run(): Promise<void> {
     const { names, versions } = this.#core.registry.pairs();
     let backoff = 100;
+    /** Claims in a row that found due runs but took none (locked by others, or their concurrency key busy). */
+    let empty = 0;
     while (!this.#stopping) {
       const free = this.#concurrency - this.#active.size;
       let waitMs = this.#pollMs;
@@ -155,8 +158,12 @@ export class Worker {
         }
         if (claimed.length === free) continue;
         const due = await nextDueIn(this.#core.pool, names, versions).catch(() => null);
-        // A floor when nothing was claimed: a due run locked by someone else must not make this loop spin.
-        if (due !== null) waitMs = Math.min(this.#pollMs, Math.max(claimed.length === 0 ? 25 : 0, Math.ceil(due)));
+        // A floor when nothing was claimed: due runs locked by someone else, or waiting for their
+        // concurrency key, must not make this loop spin. It doubles while that lasts; a NOTIFY
+        // (a key freed, new work) still wakes the loop at once.
+        empty = claimed.length === 0 && due !== null && due <= 0 ? empty + 1 : 0;
+        const floor = empty > 0 ? Math.min(this.#pollMs, 25 * 2 ** Math.min(empty - 1, 10)) : 0;
+        if (due !== null) waitMs = Math.min(this.#pollMs, Math.max(floor, Math.ceil(due)));
       }
       if (waitMs > 0) await this.#idle(waitMs);
     }
@@ -174,15 +181,15 @@ export class Worker {
       return Promise.resolve();
     }
     return new Promise((resolve) => {
-      const timer = setTimeout(done, ms);
-      function done() {
+      const done = () => {
         clearTimeout(timer);
-        resolve();
-      }
-      this.#wake = () => {
+        // Cleared however the wait ends: a wake-up arriving while the loop is busy must set
+        // #woken, not call a callback whose wait is already over.
         this.#wake = undefined;
-        done();
+        resolve();
       };
+      const timer = setTimeout(done, ms);
+      this.#wake = done;
     });
   }
 
@@ -213,6 +220,7 @@ export class Worker {
             faults: this.#core.faults,
             instrumentation: this.#core.instrumentation,
             onError: this.#core.onError,
+            running: this.#core.running,
           },
           operations,
         );
@@ -232,7 +240,7 @@ export class Worker {
 
   #count(outcome: Outcome): void {
     if (outcome.state === 'completed') this.#stats.completed += 1;
-    else if (outcome.state === 'sleeping') this.#stats.suspended += 1;
+    else if (outcome.state === 'sleeping' || outcome.state === 'waiting') this.#stats.suspended += 1;
     else if (outcome.state === 'lost') this.#stats.lost += 1;
     else this.#stats.failed += 1;
   }
