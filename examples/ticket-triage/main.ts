@@ -6,6 +6,9 @@
  * contract and committing it. A second worker resumes every unfinished run from its records:
  * the model is not asked again, the sealed contract is committed once. Two tickets fail on
  * purpose: one names a user who does not exist, one reports an incident already ticketed.
+ * Billing decisions wait for a person: the first is approved from the command line
+ * (`pnpm demo:approve <runId>`), the second declined from code (its contract is abandoned), the
+ * rest approved from code — while they wait, no worker holds them.
  * The table at the end is read from the database, not from memory.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -17,6 +20,7 @@ import { engineOptions } from './engine.js';
 import { triage } from './workflow.js';
 
 const WORKER = fileURLToPath(new URL('./worker.ts', import.meta.url));
+const APPROVE = fileURLToPath(new URL('./approve.ts', import.meta.url));
 
 const TICKETS: { ticket: string; userId: number; incident?: string }[] = [
   { ticket: 'The office printer is on fire', userId: 1, incident: 'printer-3f' },
@@ -42,6 +46,7 @@ try {
 
   const runs = await Promise.all(TICKETS.map((t) => engine.client.start(triage, t)));
   console.log(`started ${runs.length} triage runs`);
+  const reviews = review(runs.map((r) => r.runId));
 
   const first = startWorker(url, { PAUSE_BEFORE_COMMIT: '4' });
   const paused = await first.line(/about to commit (\S+)/);
@@ -52,6 +57,7 @@ try {
   const second = startWorker(url, {});
   console.log(`worker ${second.child.pid} resumes the rest`);
   await Promise.all(runs.map((r) => r.result({ timeout: '60s' }).catch(() => undefined)));
+  await reviews;
   second.child.kill('SIGTERM');
   await second.exited;
 
@@ -59,6 +65,33 @@ try {
 } finally {
   for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   await engine.close();
+}
+
+/** The reviewer: a verdict for each run that waits for approval, until every run has finished. */
+async function review(runIds: string[]): Promise<void> {
+  const done = new Set<string>();
+  for (;;) {
+    const { rows } = await engine.pool.query<{ id: string; state: string; hash: string | null }>(
+      `SELECT t.id, t.state, c.body_hash AS hash FROM ratchet.tasks t LEFT JOIN ratchet.contracts c ON c.task_id = t.id AND c.status = 'sealed'
+        WHERE t.id = ANY($1) ORDER BY t.id`,
+      [runIds],
+    );
+    if (rows.every((r) => ['completed', 'failed', 'cancelled'].includes(r.state))) return;
+    for (const r of rows) {
+      if (r.state !== 'waiting' || !r.hash || done.has(r.id)) continue;
+      done.add(r.id);
+      if (done.size === 1) {
+        const cli = spawn(process.execPath, ['--import', 'tsx', APPROVE, r.id, '--by', 'ops-on-call'], { stdio: ['ignore', 'pipe', 'inherit'] });
+        await new Promise((resolve) => cli.on('exit', resolve));
+        console.log(`approved run ${r.id} from the command line: pnpm demo:approve ${r.id}`);
+      } else {
+        const approve = done.size !== 2;
+        await engine.client.signal(r.id, 'approval', { approve, hash: r.hash, by: 'billing-lead' });
+        console.log(`${approve ? 'approved' : 'declined'} run ${r.id} from code: client.signal(runId, 'approval', { approve: ${approve}, hash })`);
+      }
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
 }
 
 function startWorker(url: string, env: Record<string, string>) {
@@ -118,7 +151,7 @@ async function report(runIds: string[], killedPid: number): Promise<void> {
     );
   });
   const rejected = rows.filter((r) => r.contract === 'failed');
-  console.log('\nrejections:');
+  console.log('\nrejected or abandoned:');
   for (const r of rejected) console.log(`  - "${truncate(r.ticket, 50)}": ${r.reason} — ${r.output?.reason ?? ''}`);
   const stats = await engine.contracts.stats({ since: demoStart });
   console.log(`\ncontracts: ${stats.committed} committed, ${stats.failed} failed, backlog ${stats.sealedBacklog}, seal→commit p50 ${Math.round(stats.sealToCommitP50Ms ?? 0)} ms`);

@@ -304,6 +304,52 @@ describe('replays and crashes', () => {
   });
 });
 
+describe('human approval: seal → waitFor → commit or abandon', () => {
+  const reviewed = workflow(
+    {
+      name: 'reviewed',
+      version: '1',
+      input: z.object({ userId: z.number(), summary: z.string() }),
+      signals: { approval: z.object({ approve: z.boolean(), hash: z.string() }) },
+    },
+    async (ctx, { userId, summary }) => {
+      const contract = await ctx.seal('ticket', { operations: [{ action: 'tickets.insert', input: { userId, priority: 'high', team: 'billing', summary } }] });
+      const verdict = await ctx.waitFor<{ approve: boolean; hash: string }>('approval');
+      if (!verdict.approve || verdict.hash !== contract.hash) {
+        await ctx.abandon(contract, 'declined');
+        // Committing an abandoned contract rethrows its recorded rejection.
+        const again = await ctx.commit(contract).then(() => 'committed', (e: Error) => e.name);
+        return { status: 'abandoned', again };
+      }
+      return { status: 'committed', result: await ctx.commit(contract) };
+    },
+  );
+
+  it('waits holding no worker, then commits the approved contract or abandons the declined one', async () => {
+    const approving = await engineOn(db, { workflows: [reviewed], ...engineOptions });
+    const worker = approving.worker({ concurrency: 4, pollMs: 200 });
+    await worker.start();
+    try {
+      const yes = await approving.client.start(reviewed, { userId: 3, summary: 'approved refund' });
+      const no = await approving.client.start(reviewed, { userId: 3, summary: 'declined refund' });
+      const hashOf = async (runId: string) =>
+        eventually(async () => (await db.pool.query(`SELECT body_hash FROM ratchet.contracts WHERE task_id = $1 AND status = 'sealed'`, [runId])).rows[0]?.body_hash as string);
+      await eventually(async () => (await task(db, yes.runId)).state === 'waiting' && (await task(db, no.runId)).state === 'waiting');
+      await approving.client.signal(yes.runId, 'approval', { approve: true, hash: await hashOf(yes.runId) });
+      await approving.client.signal(no.runId, 'approval', { approve: false, hash: await hashOf(no.runId) });
+      expect(await yes.result({ timeout: '20s' })).toMatchObject({ status: 'committed' });
+      expect(await no.result({ timeout: '20s' })).toEqual({ status: 'abandoned', again: 'ContractRejectedError' });
+      expect(await count(`SELECT 1 FROM tickets WHERE summary = 'approved refund'`)).toBe(1);
+      expect(await count(`SELECT 1 FROM tickets WHERE summary = 'declined refund'`)).toBe(0);
+      const declined = (await db.pool.query(`SELECT status, error_detail FROM ratchet.contracts WHERE task_id = $1`, [no.runId])).rows[0];
+      expect(declined).toMatchObject({ status: 'failed', error_detail: { reason: 'abandoned', note: 'declined' } });
+      expect((await events(db, no.runId)).map((e) => e.type)).toEqual(['started', 'claimed', 'contract_sealed', 'waiting', 'signalled', 'contract_failed', 'completed']);
+    } finally {
+      await worker.stop();
+    }
+  });
+});
+
 describe('contract stats', () => {
   it('reports the backlog, latency and failures by reason', async () => {
     const stats = await engine.contracts.stats({ since: new Date(Date.now() - 3_600_000) });

@@ -179,6 +179,11 @@ export interface WorkflowContext {
   seal(name: string, opts: SealOptions): Promise<SealedContract>;
   /** Applies a sealed contract in one transaction; `ContractRejectedError` if a dependency fails. */
   commit(contract: SealedContract): Promise<CommitResult>;
+  /**
+   * Settles a sealed contract as failed (reason `abandoned`) without applying it: a reviewer
+   * declined it, a deadline passed. A contract is committed or abandoned, never both.
+   */
+  abandon(contract: SealedContract, reason: string): Promise<void>;
   /** Starts a child run and waits for its output. */
   child<I, O, In = I>(name: string, workflow: WorkflowRef<I, O, In>, input: NoInfer<In>, opts?: ChildOptions): Promise<O>;
   /** An `emit` step: the outbox message is written in the same statement that records the step. */

@@ -19,6 +19,7 @@
  */
 import type pg from 'pg';
 import {
+  ContractConflictError,
   ContractRejectedError,
   ContractTamperedError,
   RatchetError,
@@ -79,10 +80,42 @@ type Attempt =
 
 export async function runCommit(run: Execution, name: string, key: string, recorded: OperationRecord | undefined, contract: SealedContract): Promise<CommitResult> {
   if (recorded) return run.replay<CommitResult>(key, recorded);
+  return settleStep(run, name, key, contract, () => attemptCommit(run, name, key, contract));
+}
+
+/**
+ * `ctx.abandon(contract, reason)`: settles a sealed contract as `failed` (reason `abandoned`)
+ * without applying it — a human declined it, a deadline passed. Same step key as its commit
+ * (`commit:<id>#n`), so a contract is either committed or abandoned, never both; a later
+ * `ctx.commit` of it rethrows the recorded ContractRejectedError. Abandoning a contract that is
+ * already committed is a ContractConflictError.
+ */
+export async function runAbandon(run: Execution, name: string, key: string, recorded: OperationRecord | undefined, contract: SealedContract, reason: string): Promise<void> {
+  try {
+    const result = recorded
+      ? await run.replay<CommitResult>(key, recorded)
+      : await settleStep(run, name, key, contract, () =>
+          inTransaction(run, async (client) => {
+            const row = await lockContract(client, run.tenantId, contract.id);
+            if (!row) throw new ValidationError(`no contract ${contract.id} in this tenant: pass the value ctx.seal returned`, { path: ['contract'], runId: run.runId });
+            if (row.status !== 'sealed') return { kind: 'settled-before', row };
+            const error = new ContractRejectedError(`contract ${row.id} abandoned: ${reason}`, { reason: 'abandoned', contractId: row.id, runId: run.runId, step: key });
+            return reject(run, client, name, key, row, new Rejection('abandoned', error, { note: reason }));
+          }),
+        );
+    throw new ContractConflictError(`contract ${result.contractId} is already committed; it cannot be abandoned`, { hash: result.hash });
+  } catch (error) {
+    if (isRatchetError(error, 'CONTRACT_REJECTED')) return; // failed: abandoned now, or rejected before
+    throw error;
+  }
+}
+
+/** The commit step's attempts: retried on serialization failures and lost connections, fenced, recorded once. */
+async function settleStep(run: Execution, name: string, key: string, contract: SealedContract, attemptOnce: () => Promise<Attempt>): Promise<CommitResult> {
   let lastCause: unknown;
   for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt += 1) {
     if (attempt > 1) await run.hook('beforeCommitRetry', key, attempt);
-    const outcome = await run.instrument({ kind: 'commit', name, stepKey: key, attempt }, () => attemptCommit(run, name, key, contract));
+    const outcome = await run.instrument({ kind: 'commit', name, stepKey: key, attempt }, attemptOnce);
     switch (outcome.kind) {
       case 'committed':
         run.advanceVersion(outcome.version);

@@ -4,7 +4,7 @@
  */
 import { ValidationError, parseDuration, seededUuid, type WorkflowContext } from '@ratchet/sdk';
 import { isUuid } from '../ids.js';
-import { runCommit } from './commit.js';
+import { runAbandon, runCommit } from './commit.js';
 import { runEffect } from './effect.js';
 import { runEmit } from './emit.js';
 import { runChild } from './child.js';
@@ -49,6 +49,16 @@ export function createContext(run: Execution, attempt: number): WorkflowContext 
       }
       const name = `commit:${contract.id}`;
       return run.call(name, 'commit', (key, rec) => runCommit(run, name, key, rec, contract));
+    },
+    abandon: (contract, reason) => {
+      if (typeof contract !== 'object' || contract === null || !isUuid(contract.id) || typeof contract.hash !== 'string') {
+        return Promise.reject(new ValidationError('must be the SealedContract ctx.seal returned', { path: ['contract'] }));
+      }
+      if (typeof reason !== 'string' || reason.length === 0 || reason.length > 1000) {
+        return Promise.reject(new ValidationError('must be a non-empty string of at most 1000 characters', { path: ['reason'] }));
+      }
+      const name = `commit:${contract.id}`;
+      return run.call(name, 'commit', (key, rec) => runAbandon(run, name, key, rec, contract, reason));
     },
     child: (name, wf, input, opts) => run.call(name, 'child', (key, rec) => runChild(run, name, key, rec, wf as never, input, opts)),
     // The step is named by its topic: `emit('order.paid', …)` twice records order.paid#1 and #2.

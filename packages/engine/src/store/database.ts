@@ -24,6 +24,7 @@ export const DEFAULT_POOL_SIZE = 10;
 
 export async function openDatabase(option: DatabaseOption | undefined, poolSize = DEFAULT_POOL_SIZE): Promise<Database> {
   if (option instanceof pg.Pool) {
+    hearClientErrors(option);
     return { pool: option, close: async () => {} };
   }
   if (typeof option === 'string') {
@@ -54,5 +55,17 @@ function newPool(connectionString: string, max: number): pg.Pool {
   // An idle client that loses its server (restart, pg_terminate_backend) emits 'error' on the
   // pool; unhandled, that would crash the process. The next checkout simply reconnects.
   pool.on('error', () => {});
+  hearClientErrors(pool);
   return pool;
+}
+
+/**
+ * A checked-out client whose backend dies mid-transaction (a restart, pg_terminate_backend)
+ * fails its query AND emits 'error'; unheard, the event would crash the process. Every client
+ * gets a listener when it connects: the failed query is what the engine acts on.
+ */
+function hearClientErrors(pool: pg.Pool): void {
+  pool.on('connect', (client) => {
+    client.on('error', () => {});
+  });
 }
