@@ -9,8 +9,8 @@ import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { z } from 'zod';
-import { defineAction, workflow } from '@ratchet/sdk';
-import { NotifyPayloadTooLargeError, notifyPublisher, type Engine, type OutboxMessage, type RelayOptions } from '@ratchet/engine';
+import { NotifyPayloadTooLargeError, defineAction, workflow } from '@ratchet/sdk';
+import { notifyPublisher, type Engine, type OutboxMessage, type RelayOptions } from '@ratchet/engine';
 import { engineOn, eventually, operations, shift, testDatabase } from '../helpers/engine.js';
 import type { TestDatabase } from '../helpers/database.js';
 

@@ -35,7 +35,7 @@ export { Worker } from './worker/worker.js';
 export type { WorkerOptions, WorkerStats } from './worker/worker.js';
 export { Relay } from './relay/relay.js';
 export type { OutboxMessage, Publish, PublishContext, PublishResult, RelayBackoff, RelayOptions, RelayStats } from './relay/relay.js';
-export { notifyPublisher, NotifyPayloadTooLargeError, NOTIFY_PAYLOAD_LIMIT } from './relay/publishers.js';
+export { notifyPublisher, NOTIFY_PAYLOAD_LIMIT } from './relay/publishers.js';
 export type { NotifyPayload, NotifyPublisherOptions } from './relay/publishers.js';
 export { embedded, startEmbedded, stopEmbedded } from './embedded/embedded.js';
 export type { EmbeddedDatabase, EmbeddedOptions, EmbeddedServer } from './embedded/embedded.js';

@@ -291,6 +291,22 @@ export class SchemaMismatchError extends RatchetError {
 }
 nameClass(SchemaMismatchError, 'SchemaMismatchError');
 
+/** A message's NOTIFY payload is too large for Postgres (8000 bytes): publish it another way, or send a reference. */
+export class NotifyPayloadTooLargeError extends RatchetError {
+  declare readonly code: 'NOTIFY_PAYLOAD_TOO_LARGE';
+  declare readonly messageId?: string;
+  declare readonly bytes?: number;
+  declare readonly limit?: number;
+
+  constructor(message: string, options: RatchetErrorBaseOptions & { messageId?: string; bytes?: number; limit?: number } = {}) {
+    super(message, { ...options, code: 'NOTIFY_PAYLOAD_TOO_LARGE' });
+    if (options.messageId !== undefined) this.messageId = options.messageId;
+    if (options.bytes !== undefined) this.bytes = options.bytes;
+    if (options.limit !== undefined) this.limit = options.limit;
+  }
+}
+nameClass(NotifyPayloadTooLargeError, 'NotifyPayloadTooLargeError');
+
 function nameClass(cls: { prototype: Error }, name: string): void {
   // On the prototype (like built-in errors), so it is not an own enumerable field of instances.
   Object.defineProperty(cls.prototype, 'name', { value: name, enumerable: false, writable: true, configurable: true });
@@ -314,6 +330,7 @@ const ERROR_CLASSES = {
   TENANT_MISMATCH: TenantMismatchError,
   NOT_FOUND: NotFoundError,
   SCHEMA_MISMATCH: SchemaMismatchError,
+  NOTIFY_PAYLOAD_TOO_LARGE: NotifyPayloadTooLargeError,
 } as const;
 
 /** The error class for each stable code. */

@@ -61,6 +61,7 @@ export {
   RATCHET_ERROR_CODES,
   RatchetError,
   SchemaMismatchError,
+  NotifyPayloadTooLargeError,
   StepFailedError,
   TenantMismatchError,
   TimeoutError,

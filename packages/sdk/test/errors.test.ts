@@ -10,6 +10,7 @@ import {
   NonRetryableError,
   NotFoundError,
   RATCHET_ERROR_CODES,
+  NotifyPayloadTooLargeError,
   RatchetError,
   SchemaMismatchError,
   StepFailedError,
@@ -90,6 +91,13 @@ const cases: { error: RatchetError; cls: new (...args: never[]) => RatchetError;
   },
   { error: new TenantMismatchError('wrong tenant', { ...base, tenantId: 't-1' }), cls: TenantMismatchError, name: 'TenantMismatchError', code: 'TENANT_MISMATCH', fields: { tenantId: 't-1' } },
   { error: new NotFoundError('no such run', { ...base, resource: 'run', id: 'r-9' }), cls: NotFoundError, name: 'NotFoundError', code: 'NOT_FOUND', fields: { resource: 'run', id: 'r-9' } },
+  {
+    error: new NotifyPayloadTooLargeError('too big', { ...base, messageId: 'm-1', bytes: 9000, limit: 8000 }),
+    cls: NotifyPayloadTooLargeError,
+    name: 'NotifyPayloadTooLargeError',
+    code: 'NOTIFY_PAYLOAD_TOO_LARGE',
+    fields: { messageId: 'm-1', bytes: 9000, limit: 8000 },
+  },
   {
     error: new SchemaMismatchError('database is newer', { ...base, databaseVersion: '7', codeVersion: '5' }),
     cls: SchemaMismatchError,

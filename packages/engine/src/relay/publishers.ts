@@ -18,7 +18,7 @@
  * sessions listening at that moment: it suits cache invalidation and live updates, not a
  * consumer that must see every message after a restart.
  */
-import { RatchetError, ValidationError, type RatchetErrorBaseOptions } from '@ratchet/sdk';
+import { NotifyPayloadTooLargeError, RatchetError, ValidationError } from '@ratchet/sdk';
 import type { OutboxMessage, Publish, PublishResult } from './relay.js';
 
 /** Postgres refuses NOTIFY payloads of this many bytes or more (default build). */
@@ -26,21 +26,6 @@ export const NOTIFY_PAYLOAD_LIMIT = 8000;
 /** NAMEDATALEN − 1: the longest channel name Postgres accepts. */
 const MAX_CHANNEL_BYTES = 63;
 
-/** A message's NOTIFY payload is too large for Postgres (8000 bytes); publish it another way or send a reference. */
-export class NotifyPayloadTooLargeError extends RatchetError {
-  declare readonly code: 'NOTIFY_PAYLOAD_TOO_LARGE';
-  readonly messageId: string;
-  readonly bytes: number;
-  readonly limit: number;
-
-  constructor(message: string, options: RatchetErrorBaseOptions & { messageId: string; bytes: number; limit: number }) {
-    super(message, { ...options, code: 'NOTIFY_PAYLOAD_TOO_LARGE' });
-    this.messageId = options.messageId;
-    this.bytes = options.bytes;
-    this.limit = options.limit;
-  }
-}
-Object.defineProperty(NotifyPayloadTooLargeError.prototype, 'name', { value: 'NotifyPayloadTooLargeError', enumerable: false, writable: true, configurable: true });
 
 export interface NotifyPublisherOptions {
   /** The channel every message is sent on. Default: each message's topic. */
