@@ -110,6 +110,8 @@ tasks.span_id text
 tasks.created_at timestamp with time zone NOT NULL DEFAULT now()
 tasks.updated_at timestamp with time zone NOT NULL DEFAULT now()
 tasks.completed_at timestamp with time zone
+tasks.concurrency_limit integer
+tasks.concurrency_slot integer
 
 -- constraints
 clock CONSTRAINT clock_is_single_row CHECK (single)
@@ -134,9 +136,11 @@ schedules CONSTRAINT schedules_max_catch_up_positive CHECK ((max_catch_up > 0))
 schedules CONSTRAINT schedules_pkey PRIMARY KEY (tenant_id, id)
 signals CONSTRAINT signals_pkey PRIMARY KEY (tenant_id, id)
 signals CONSTRAINT signals_task_same_tenant FOREIGN KEY (tenant_id, task_id) REFERENCES ratchet.tasks(tenant_id, id) ON DELETE CASCADE
+tasks CONSTRAINT tasks_keyed_has_limit CHECK (((concurrency_key IS NULL) OR (concurrency_limit >= 1)))
 tasks CONSTRAINT tasks_parent_same_tenant FOREIGN KEY (tenant_id, parent_id) REFERENCES ratchet.tasks(tenant_id, id) ON DELETE CASCADE
 tasks CONSTRAINT tasks_pkey PRIMARY KEY (tenant_id, id)
 tasks CONSTRAINT tasks_running_has_lease CHECK (((state <> 'running'::text) OR ((lease_owner IS NOT NULL) AND (lease_expires_at IS NOT NULL))))
+tasks CONSTRAINT tasks_running_keyed_has_slot CHECK (((state <> 'running'::text) OR (concurrency_key IS NULL) OR ((concurrency_slot IS NOT NULL) AND ((concurrency_slot >= 1) AND (concurrency_slot <= concurrency_limit)))))
 tasks CONSTRAINT tasks_settled_is_not_due CHECK (((state <> ALL (ARRAY['completed'::text, 'failed'::text, 'cancelled'::text, 'parked'::text])) OR (due_at IS NULL)))
 tasks CONSTRAINT tasks_state_is_known CHECK ((state = ANY (ARRAY['pending'::text, 'running'::text, 'sleeping'::text, 'waiting'::text, 'completed'::text, 'failed'::text, 'cancelled'::text, 'parked'::text])))
 tasks CONSTRAINT tasks_state_version_positive CHECK ((state_version > 0))
@@ -160,11 +164,12 @@ CREATE UNIQUE INDEX schedules_pkey ON ratchet.schedules (tenant_id, id)
 CREATE UNIQUE INDEX signals_idempotency_key_unique ON ratchet.signals (idempotency_key, task_id, tenant_id) WHERE (idempotency_key IS NOT NULL)
 CREATE UNIQUE INDEX signals_pkey ON ratchet.signals (tenant_id, id)
 CREATE INDEX signals_task_name ON ratchet.signals (task_id, name, tenant_id)
-CREATE INDEX tasks_due ON ratchet.tasks (workflow_name, workflow_version, due_at) WHERE (due_at IS NOT NULL)
+CREATE INDEX tasks_due ON ratchet.tasks (workflow_name, workflow_version, due_at) WHERE ((due_at IS NOT NULL) AND (state <> 'pending'::text))
 CREATE UNIQUE INDEX tasks_idempotency_key_unique ON ratchet.tasks (idempotency_key, workflow_name, tenant_id) WHERE (idempotency_key IS NOT NULL)
-CREATE UNIQUE INDEX tasks_one_running_per_key ON ratchet.tasks (concurrency_key, tenant_id) WHERE ((concurrency_key IS NOT NULL) AND (state = 'running'::text))
 CREATE INDEX tasks_parent ON ratchet.tasks (parent_id, tenant_id) WHERE (parent_id IS NOT NULL)
+CREATE INDEX tasks_pending ON ratchet.tasks (workflow_name, workflow_version, priority DESC NULLS LAST, due_at) WHERE (state = 'pending'::text)
 CREATE UNIQUE INDEX tasks_pkey ON ratchet.tasks (tenant_id, id)
+CREATE UNIQUE INDEX tasks_running_key_slots ON ratchet.tasks (concurrency_key, tenant_id, concurrency_slot) WHERE ((concurrency_key IS NOT NULL) AND (state = 'running'::text))
 
 -- triggers
 contracts TRIGGER contracts_guard BEFORE UPDATE ON ratchet.contracts FOR EACH ROW EXECUTE FUNCTION ratchet.contracts_guard()

@@ -125,6 +125,8 @@ describe('generic plans on empty tables', () => {
   it('the engine’s claim statement ranges over due_at per registered workflow', async () => {
     const plan = await inferredPlan(CLAIM_TASKS_SQL);
     expectIndexed(plan, 'tasks', 'tasks_due', ['workflow_name', 'workflow_version', 'due_at']);
+    // Pending runs come from their own index, in priority order.
+    expectIndexed(plan, 'tasks', 'tasks_pending', ['workflow_name', 'workflow_version']);
   });
 
   it('the engine’s checkpoint statement fences through the task’s primary key', async () => {

@@ -11,6 +11,7 @@ import type { Instrumentation } from './instrumentation.js';
 import type { RuntimeOptions } from './runtime/execution.js';
 import type { Listener } from './worker/listener.js';
 import type { RunningExecutions } from './worker/running.js';
+import type { ConcurrencyLimits } from './concurrency.js';
 import type { ContractRegistry } from './contracts/registry.js';
 import { DEFAULT_TENANT_ID, isUuid } from './ids.js';
 
@@ -24,6 +25,8 @@ export interface EngineCore {
   readonly listener: Listener;
   /** Runs this process executes, told of signals and cancel requests (worker/running.ts). */
   readonly running: RunningExecutions;
+  /** Per-key concurrency limits by key pattern (concurrency.ts). */
+  readonly limits: ConcurrencyLimits;
   readonly faults: FaultHooks | undefined;
   readonly instrumentation: Instrumentation | undefined;
   readonly onError: (error: unknown) => void;

@@ -27,6 +27,7 @@ import { Execution } from './runtime/execution.js';
 import { LeaseKeeper } from './worker/lease.js';
 import { Listener } from './worker/listener.js';
 import { RunningExecutions } from './worker/running.js';
+import { ConcurrencyLimits } from './concurrency.js';
 import { Worker, type WorkerOptions } from './worker/worker.js';
 import { Relay, type RelayOptions } from './relay/relay.js';
 import type { FaultHooks } from './faults.js';
@@ -60,6 +61,12 @@ export interface EngineOptions {
   maxSamples?: number;
   /** Store prompts with infer records. Default false: only their SHA-256 is stored. */
   recordPrompts?: boolean;
+  /**
+   * How many runs of a concurrency key may run at once, by key pattern: an exact key, or a
+   * pattern with `*` (the longest matching pattern wins). Default 1 for every key. Resolved when
+   * a run starts and stored with it.
+   */
+  concurrencyLimits?: Readonly<Record<string, number>>;
   /** Claims without progress before a run is parked as a poison pill. Default 10. */
   maxClaims?: number;
   /**
@@ -134,6 +141,7 @@ export async function createEngine(options: EngineOptions = {}): Promise<Engine>
     ...(options.checks ? { checks: options.checks } : {}),
     ...(options.contractTables ? { contractTables: options.contractTables } : {}),
   });
+  const limits = new ConcurrencyLimits(options.concurrencyLimits);
   const database: Database = await openDatabase(options.database, options.poolSize);
   const onError = options.onError ?? (() => {});
   const listener = new Listener(database.pool, onError);
@@ -146,6 +154,7 @@ export async function createEngine(options: EngineOptions = {}): Promise<Engine>
     maxClaims,
     listener,
     running: new RunningExecutions(listener),
+    limits,
     faults: options.faults,
     instrumentation: options.instrumentation,
     onError,

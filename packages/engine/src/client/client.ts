@@ -34,6 +34,7 @@ import { idempotencyKeyOf, tenantOf, type EngineCore } from '../core.js';
 import type { TaskRecord } from '../store/rows.js';
 import { awaitTask, createTask, DONE_CHANNEL, getTask, getTaskByKey, listTasks, type NewTask } from '../store/tasks.js';
 import { resolveOperation } from '../store/resolve.js';
+import { DEFAULT_CONCURRENCY_LIMIT, type ConcurrencyLimits } from '../concurrency.js';
 import { cancelTree, sendSignal } from '../store/signals.js';
 import { DEADLOCK_DETECTED, sqlState } from '../store/sqlstate.js';
 import { recordedValue } from '../runtime/json.js';
@@ -45,9 +46,9 @@ export interface StartOptions {
   idempotencyKey?: string;
   /** The run's id (a UUID). Default: a new UUIDv7. */
   runId?: string;
-  /** Runs sharing a concurrency key (per tenant) execute one at a time. */
+  /** Runs sharing a concurrency key (per tenant) execute at most `concurrencyLimits[key]` at a time (default 1). */
   concurrencyKey?: string;
-  /** Recorded with the run. Default 0. */
+  /** Among due pending runs of a worker's workflows, higher is claimed first. An integer; default 0. */
   priority?: number;
 }
 
@@ -86,7 +87,14 @@ const RESULT_POLL_MS = 1_000;
 const REGISTER_RETRY_MS = 10;
 
 /** Validated start arguments → the row to insert. Shared with the direct path (engine.run). */
-export function newTaskFor(wf: Workflow, input: unknown, options: StartOptions, actorId: string, policyVersion: string | null = null): NewTask {
+export function newTaskFor(
+  wf: Workflow,
+  input: unknown,
+  options: StartOptions,
+  actorId: string,
+  policyVersion: string | null = null,
+  limits?: ConcurrencyLimits,
+): NewTask {
   if (!isWorkflow(wf)) throw new ValidationError('must be a workflow made by workflow()', { path: ['workflow'] });
   if (typeof options !== 'object' || options === null) throw new ValidationError('options must be an object', { path: ['options'] });
   const tenantId = tenantOf(options.tenantId);
@@ -115,6 +123,7 @@ export function newTaskFor(wf: Workflow, input: unknown, options: StartOptions, 
     workflowVersion: wf.version,
     idempotencyKey,
     concurrencyKey,
+    concurrencyLimit: concurrencyKey === null ? null : (limits?.limitFor(concurrencyKey) ?? DEFAULT_CONCURRENCY_LIMIT),
     priority: options.priority ?? 0,
     input: stored,
     inputHash: hash,
@@ -171,7 +180,7 @@ export class Client {
 
   /** Validates the input, inserts the run with its `started` event and wakes workers — one statement. */
   async start<W extends Workflow<any, any, any>>(wf: W, input: WorkflowRawInput<W>, options: StartOptions = {}): Promise<RunHandle<WorkflowOutput<W>>> {
-    const task = newTaskFor(wf, input, options, this.#actorId, this.#core.runtime.policyVersion);
+    const task = newTaskFor(wf, input, options, this.#actorId, this.#core.runtime.policyVersion, this.#core.limits);
     const row = await createTask(this.#core.pool, task);
     const runId = row ? row.id : (await existingRun(this.#core, task)).id;
     return this.handle<WorkflowOutput<W>>(runId, task.tenantId);

@@ -152,6 +152,7 @@ async function startSlot(core: EngineCore, client: pg.PoolClient, schedule: DueS
     workflowVersion: schedule.workflowVersion,
     idempotencyKey: key,
     concurrencyKey: null,
+    concurrencyLimit: null,
     priority: 0,
     input: schedule.input,
     inputHash: schedule.inputHash,

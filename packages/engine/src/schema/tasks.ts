@@ -52,6 +52,11 @@ export const tasks = ratchetSchema.table(
     resultAwaited: boolean('result_awaited').notNull().default(false),
     idempotencyKey: text('idempotency_key'),
     concurrencyKey: text('concurrency_key'),
+    /** How many runs of `concurrency_key` may run at once (resolved at start from the engine's limits). */
+    concurrencyLimit: integer('concurrency_limit'),
+    /** Which of the key's `concurrency_limit` slots the run holds while running (1-based). */
+    concurrencySlot: integer('concurrency_slot'),
+    /** Among due pending runs, higher first. */
     priority: integer('priority').notNull().default(0),
     input: jsonb('input'),
     inputHash: text('input_hash').notNull(),
@@ -74,18 +79,23 @@ export const tasks = ratchetSchema.table(
     check('tasks_running_has_lease', sql`${t.state} <> 'running' or (${t.leaseOwner} is not null and ${t.leaseExpiresAt} is not null)`),
     check('tasks_settled_is_not_due', sql`${t.state} not in ('completed', 'failed', 'cancelled', 'parked') or ${t.dueAt} is null`),
     check('tasks_state_version_positive', sql`${t.stateVersion} > 0`),
+    check('tasks_keyed_has_limit', sql`${t.concurrencyKey} is null or ${t.concurrencyLimit} >= 1`),
+    check('tasks_running_keyed_has_slot', sql`${t.state} <> 'running' or ${t.concurrencyKey} is null or (${t.concurrencySlot} is not null and ${t.concurrencySlot} between 1 and ${t.concurrencyLimit})`),
     // Key column first, never tenant_id alone in front: a leading tenant_id index is picked by
     // generic plans for (tenant_id, id) lookups and filters the whole tenant (DESIGN §7).
     uniqueIndex('tasks_idempotency_key_unique')
       .on(t.idempotencyKey, t.workflowName, t.tenantId)
       .where(sql`${t.idempotencyKey} is not null`),
-    // The claim walks due runs per registered (workflow, version), in due order: a worker never
-    // wades through the due runs of workflows it does not serve.
-    index('tasks_due').on(t.workflowName, t.workflowVersion, t.dueAt).where(sql`${t.dueAt} is not null`),
-    // Per-key concurrency: at most one run of a concurrency key executes at a time. The claim
-    // skips keys already running; this index is what holds under racing claims.
-    uniqueIndex('tasks_one_running_per_key')
-      .on(t.concurrencyKey, t.tenantId)
+    // The claim walks due runs per registered (workflow, version): a worker never wades through
+    // the runs of workflows it does not serve. Pending runs (always due) by priority, then age;
+    // every other due run (a sleeper waking, a wait timing out, an expired lease) by due time.
+    index('tasks_pending').on(t.workflowName, t.workflowVersion, t.priority.desc(), t.dueAt).where(sql`${t.state} = 'pending'`),
+    index('tasks_due').on(t.workflowName, t.workflowVersion, t.dueAt).where(sql`${t.dueAt} is not null and ${t.state} <> 'pending'`),
+    // Per-key concurrency: a running run of a key holds one of its `concurrency_limit` slots, and
+    // no two running runs hold the same slot, so at most `limit` run at once. The claim picks free
+    // slots; this index is what holds under racing claims.
+    uniqueIndex('tasks_running_key_slots')
+      .on(t.concurrencyKey, t.tenantId, t.concurrencySlot)
       .where(sql`${t.concurrencyKey} is not null and ${t.state} = 'running'`),
     index('tasks_parent').on(t.parentId, t.tenantId).where(sql`${t.parentId} is not null`),
   ],

@@ -26,6 +26,8 @@ export interface NewTask {
   workflowVersion: string;
   idempotencyKey: string | null;
   concurrencyKey: string | null;
+  /** Runs of `concurrencyKey` that may run at once; null without a key. */
+  concurrencyLimit: number | null;
   priority: number;
   input: unknown;
   inputHash: string;
@@ -42,7 +44,7 @@ export interface NewTask {
 
 const INSERT_COLUMNS = `tenant_id, id, workflow_name, workflow_version, state, due_at, lease_owner, lease_expires_at,
   claim_count, idempotency_key, concurrency_key, priority, input, input_hash, parent_id, deadline_at, trace_id, span_id,
-  created_at, updated_at`;
+  created_at, updated_at, concurrency_limit`;
 
 const STARTED_EVENT = `
   e AS (
@@ -56,7 +58,7 @@ const insertPendingTask = {
     WITH t AS (
       INSERT INTO ratchet.tasks AS t (${INSERT_COLUMNS})
       VALUES ($1, $2, $3, $4, 'pending', ratchet.now(), NULL, NULL, 0, $5, $6, $7, $8, $9, $10,
-              ratchet.now() + $11 * interval '1 millisecond', $12, $13, ratchet.now(), ratchet.now())
+              ratchet.now() + $11 * interval '1 millisecond', $12, $13, ratchet.now(), ratchet.now(), $17)
       ON CONFLICT (idempotency_key, workflow_name, tenant_id) WHERE idempotency_key IS NOT NULL DO NOTHING
       RETURNING ${TASK_COLUMNS}
     ), ${STARTED_EVENT},
@@ -70,9 +72,9 @@ const insertLeasedTask = {
   text: `
     WITH t AS (
       INSERT INTO ratchet.tasks AS t (${INSERT_COLUMNS})
-      VALUES ($1, $2, $3, $4, 'running', ratchet.now() + $17 * interval '1 millisecond', $18,
-              ratchet.now() + $17 * interval '1 millisecond', 1, $5, $6, $7, $8, $9, $10,
-              ratchet.now() + $11 * interval '1 millisecond', $12, $13, ratchet.now(), ratchet.now())
+      VALUES ($1, $2, $3, $4, 'running', ratchet.now() + $18 * interval '1 millisecond', $19,
+              ratchet.now() + $18 * interval '1 millisecond', 1, $5, $6, $7, $8, $9, $10,
+              ratchet.now() + $11 * interval '1 millisecond', $12, $13, ratchet.now(), ratchet.now(), $17)
       ON CONFLICT (idempotency_key, workflow_name, tenant_id) WHERE idempotency_key IS NOT NULL DO NOTHING
       RETURNING ${TASK_COLUMNS}
     ), ${STARTED_EVENT}
@@ -97,6 +99,7 @@ function insertValues(task: NewTask): unknown[] {
     task.actorId,
     JSON.stringify(task.eventPayload),
     task.policyVersion,
+    task.concurrencyLimit,
   ];
 }
 
@@ -183,36 +186,58 @@ export async function claimTasks(
 }
 
 export const CLAIM_TASKS_SQL = `
-  WITH c AS MATERIALIZED (
-    -- Per registered (workflow, version), the earliest due runs (tasks_due range scan), then the
-    -- earliest of those overall. Rows locked here but cut by the outer LIMIT unlock at the end of
-    -- this statement. A run with a concurrency key is skipped while another run of its key is
-    -- running, and only the earliest of a key is taken per claim; racing claims are settled by
-    -- the unique index tasks_one_running_per_key (the loser repeats its claim).
-    SELECT x.tenant_id, x.id, x.prior_state, x.prior_owner, x.prior_wake_at
+  WITH d AS (
+    -- Per registered (workflow, version): pending runs by priority then age (tasks_pending), and
+    -- every other due run — a sleeper waking, a wait timing out, an expired lease — by due time
+    -- (tasks_due). A run of a concurrency key whose slots are all taken is passed over. Rows
+    -- locked here but not claimed below unlock when this statement ends.
+    SELECT p.* FROM unnest($1::text[], $2::text[]) AS w(name, version)
+     CROSS JOIN LATERAL (
+       SELECT t.tenant_id, t.id, t.state, t.lease_owner, t.due_at, t.wake_at, t.priority, t.concurrency_key, t.concurrency_limit, t.concurrency_slot
+         FROM ratchet.tasks t
+        WHERE t.workflow_name = w.name AND t.workflow_version = w.version AND t.state = 'pending' AND t.due_at <= ratchet.now()
+          AND (t.concurrency_key IS NULL
+               OR (SELECT count(*) FROM ratchet.tasks r
+                    WHERE r.concurrency_key = t.concurrency_key AND r.tenant_id = t.tenant_id
+                      AND r.state = 'running' AND r.concurrency_key IS NOT NULL) < t.concurrency_limit)
+        ORDER BY t.priority DESC, t.due_at
+        LIMIT $3
+          FOR UPDATE SKIP LOCKED
+     ) p
+    UNION ALL
+    SELECT q.* FROM unnest($1::text[], $2::text[]) AS w(name, version)
+     CROSS JOIN LATERAL (
+       SELECT t.tenant_id, t.id, t.state, t.lease_owner, t.due_at, t.wake_at, t.priority, t.concurrency_key, t.concurrency_limit, t.concurrency_slot
+         FROM ratchet.tasks t
+        WHERE t.workflow_name = w.name AND t.workflow_version = w.version AND t.state <> 'pending' AND t.due_at <= ratchet.now()
+          AND (t.concurrency_key IS NULL OR t.state = 'running'
+               OR (SELECT count(*) FROM ratchet.tasks r
+                    WHERE r.concurrency_key = t.concurrency_key AND r.tenant_id = t.tenant_id
+                      AND r.state = 'running' AND r.concurrency_key IS NOT NULL) < t.concurrency_limit)
+        ORDER BY t.due_at
+        LIMIT $3
+          FOR UPDATE SKIP LOCKED
+     ) q
+  ), c AS MATERIALIZED (
+    -- The n-th candidate of a key takes the key's n-th free slot (a run whose lease expired keeps
+    -- its own); one without a free slot waits. Racing claims are settled by the unique index
+    -- tasks_running_key_slots: the loser's statement fails, changes nothing and is repeated.
+    SELECT x.tenant_id, x.id, x.state AS prior_state, x.lease_owner AS prior_owner, x.wake_at AS prior_wake_at, k.slot
       FROM (
-        SELECT d.tenant_id, d.id, d.state AS prior_state, d.lease_owner AS prior_owner, d.wake_at AS prior_wake_at, d.due_at,
-               CASE WHEN d.concurrency_key IS NULL THEN 1
-                    ELSE row_number() OVER (PARTITION BY d.tenant_id, d.concurrency_key ORDER BY d.due_at) END AS nth_of_key
-          FROM unnest($1::text[], $2::text[]) AS w(name, version)
-         CROSS JOIN LATERAL (
-           SELECT t.tenant_id, t.id, t.state, t.lease_owner, t.due_at, t.wake_at, t.concurrency_key
-             FROM ratchet.tasks t
-            WHERE t.workflow_name = w.name AND t.workflow_version = w.version AND t.due_at <= ratchet.now()
-              -- A correlated probe of the small partial index tasks_one_running_per_key, per keyed
-              -- candidate only (a NOT EXISTS may be planned as an anti-join over all of tasks).
-              AND (t.concurrency_key IS NULL OR t.state = 'running'
-                   OR (SELECT r.id FROM ratchet.tasks r
-                        WHERE r.concurrency_key = t.concurrency_key AND r.tenant_id = t.tenant_id
-                          AND r.state = 'running' AND r.concurrency_key IS NOT NULL
-                        LIMIT 1) IS NULL)
-            ORDER BY t.due_at
-            LIMIT $3
-              FOR UPDATE SKIP LOCKED
-         ) d
+        SELECT d.*, row_number() OVER (PARTITION BY d.tenant_id, d.concurrency_key ORDER BY d.priority DESC, d.due_at) AS nth_of_key
+          FROM d
       ) x
-     WHERE x.nth_of_key = 1
-     ORDER BY x.due_at
+     CROSS JOIN LATERAL (
+       SELECT CASE WHEN x.concurrency_key IS NULL THEN NULL
+                   WHEN x.state = 'running' THEN x.concurrency_slot
+                   ELSE (SELECT s FROM generate_series(1, x.concurrency_limit) s
+                          WHERE NOT EXISTS (SELECT 1 FROM ratchet.tasks r
+                                             WHERE r.concurrency_key = x.concurrency_key AND r.tenant_id = x.tenant_id
+                                               AND r.state = 'running' AND r.concurrency_key IS NOT NULL AND r.concurrency_slot = s)
+                          ORDER BY s OFFSET x.nth_of_key - 1 LIMIT 1) END AS slot
+     ) k
+     WHERE x.concurrency_key IS NULL OR k.slot IS NOT NULL
+     ORDER BY x.priority DESC, x.due_at
      LIMIT $3
   ), u AS (
     UPDATE ratchet.tasks t
@@ -223,6 +248,7 @@ export const CLAIM_TASKS_SQL = `
            lease_expires_at = CASE WHEN t.claim_count >= $6 THEN NULL ELSE ratchet.now() + $5 * interval '1 millisecond' END,
            due_at = CASE WHEN t.claim_count >= $6 THEN NULL ELSE ratchet.now() + $5 * interval '1 millisecond' END,
            wake_at = NULL,
+           concurrency_slot = CASE WHEN t.claim_count >= $6 THEN NULL ELSE c.slot END,
            error = CASE WHEN t.claim_count >= $6
                         THEN jsonb_build_object('name', 'RatchetError', 'code', 'POISON_PILL',
                                'message', format('parked after %s claims without progress: the run keeps losing its worker', t.claim_count))
@@ -250,15 +276,20 @@ export const CLAIM_TASKS_SQL = `
 
 /** Earliest `due_at` among runs of the registered pairs, as milliseconds from now (≤ 0: due). */
 export async function nextDueIn(db: Queryable, names: string[], versions: string[]): Promise<number | null> {
-  // One index probe per registered pair (ORDER BY … LIMIT 1 on tasks_due), then the earliest.
+  // Two index probes per registered pair: the first pending run (tasks_pending; pending runs are
+  // due) and the earliest other due_at (tasks_due, ORDER BY … LIMIT 1); then the earliest.
   const { rows } = await db.query<{ ms: number | null }>({
     name: 'ratchet_next_due',
     text: `SELECT (extract(epoch FROM min(d.due_at) - ratchet.now()) * 1000)::float8 AS ms
              FROM unnest($1::text[], $2::text[]) AS w(name, version)
             CROSS JOIN LATERAL (
-              SELECT t.due_at FROM ratchet.tasks t
-               WHERE t.workflow_name = w.name AND t.workflow_version = w.version AND t.due_at IS NOT NULL
-               ORDER BY t.due_at LIMIT 1
+              (SELECT t.due_at FROM ratchet.tasks t
+                WHERE t.workflow_name = w.name AND t.workflow_version = w.version AND t.state = 'pending'
+                ORDER BY t.priority DESC, t.due_at LIMIT 1)
+              UNION ALL
+              (SELECT t.due_at FROM ratchet.tasks t
+                WHERE t.workflow_name = w.name AND t.workflow_version = w.version AND t.due_at IS NOT NULL AND t.state <> 'pending'
+                ORDER BY t.due_at LIMIT 1)
             ) d`,
     values: [names, versions],
   });
