@@ -29,6 +29,15 @@ const approval = workflow(
   },
 );
 
+const late = workflow({ name: 'late', version: '1', input: z.object({}) }, async (ctx) => {
+  try {
+    return { first: await ctx.waitFor('answer', { timeout: '1h' }) };
+  } catch (error) {
+    if (!isRatchetError(error, 'TIMEOUT')) throw error;
+    return { late: await ctx.waitFor('answer') };
+  }
+});
+
 const either = workflow({ name: 'either', version: '1', input: z.object({}) }, async (ctx) => {
   const first = await ctx.waitForAny('decide', { signals: ['approve', 'reject'] });
   const second = await ctx.waitFor('note');
@@ -104,7 +113,7 @@ const stepTimeout = workflow({ name: 'step-timeout', version: '1', input: z.obje
 
 beforeAll(async () => {
   db = await testDatabase();
-  engine = await engineOn(db, { workflows: [approval, either, raced, saga, kid, parent, slow, stepTimeout] });
+  engine = await engineOn(db, { workflows: [approval, late, either, raced, saga, kid, parent, slow, stepTimeout] });
   worker = engine.worker({ concurrency: 8, pollMs: 200 });
   await worker.start();
 });
@@ -162,6 +171,15 @@ describe('signals', () => {
     expect(out.decision).toBeNull();
     const ops = await operations(db, run.runId);
     expect(ops.find((o) => o.stepKey === 'approval#1')).toMatchObject({ state: 'failed' });
+  });
+
+  it('a signal after its wait timed out is queued for the next wait of that name', async () => {
+    const run = await engine.client.start(late, {});
+    await eventually(async () => (await task(db, run.runId)).state === 'waiting');
+    await shift(db, 3_600_000 + 1_000);
+    await eventually(async () => (await operations(db, run.runId)).some((o) => o.stepKey === 'answer#1' && o.state === 'failed'));
+    await engine.client.signal(run.runId, 'answer', 42);
+    expect(await run.result({ timeout: '20s' })).toEqual({ late: 42 });
   });
 
   it('Promise.race of a wait and a sleep: the signal wins, the sleep is left behind', async () => {
