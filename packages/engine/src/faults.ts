@@ -31,26 +31,66 @@ export async function fault(hooks: FaultHooks | undefined, context: FaultContext
   if (hook) await hook(context);
 }
 
+/** What a fault does at its point (see `faultsFromEnv`). */
+export type FaultAction = { kind: 'kill' } | { kind: 'delay'; ms: number } | { kind: 'drop' };
+
+export interface FaultsFromEnvOptions {
+  /**
+   * Cuts the process's database connections, for the `drop` action: the connections in use fail
+   * with a connection error and the pool reconnects. Default: terminates every other backend of
+   * DATABASE_URL's database (one fresh connection does it), as a restarting server would.
+   */
+  drop?: () => Promise<void>;
+}
+
 /**
  * Hooks from the RATCHET_FAULTS environment variable, for child processes in crash tests:
- * `RATCHET_FAULTS=afterReserveBeforeExecute:kill` SIGKILLs the process at that point (the first
- * time it is reached; `:kill@2` the second time).
+ * a comma-separated list of `<point>:<action>[@n|@*]`, where the action is
+ *
+ * - `kill`        SIGKILLs the process at that point;
+ * - `delay=<ms>`  holds the run there for that long (a GC pause, a slow network);
+ * - `drop`        cuts the database connections there (a restart, pg_terminate_backend), then goes on.
+ *
+ * It fires the first time the point is reached; `@2` the second time; `@*` every time.
+ * `RATCHET_FAULTS=afterReserveBeforeExecute:kill`, `duringLeaseRenewal:delay=800@*`, `beforeCommit:drop@2`.
  */
-export function faultsFromEnv(env: NodeJS.ProcessEnv = process.env): FaultHooks {
+export function faultsFromEnv(env: NodeJS.ProcessEnv = process.env, options: FaultsFromEnvOptions = {}): FaultHooks {
   const spec = env.RATCHET_FAULTS;
   if (!spec) return {};
   const hooks: FaultHooks = {};
   for (const item of spec.split(',')) {
-    const match = /^(\w+):kill(?:@(\d+))?$/.exec(item.trim());
+    const match = /^(\w+):(kill|delay=(\d+)|drop)(?:@(\d+|\*))?$/.exec(item.trim());
     if (!match || !(FAULT_POINTS as readonly string[]).includes(match[1]!)) {
-      throw new Error(`RATCHET_FAULTS: cannot read "${item}"; expected <point>:kill[@n] with a point of ${FAULT_POINTS.join(', ')}`);
+      throw new Error(
+        `RATCHET_FAULTS: cannot read "${item}"; expected <point>:<kill|delay=ms|drop>[@n|@*] with a point of ${FAULT_POINTS.join(', ')}`,
+      );
     }
-    const nth = Number(match[2] ?? 1);
+    const action: FaultAction = match[2] === 'kill' ? { kind: 'kill' } : match[2] === 'drop' ? { kind: 'drop' } : { kind: 'delay', ms: Number(match[3]) };
+    const every = match[4] === '*';
+    const nth = every ? 0 : Number(match[4] ?? 1);
+    const drop = options.drop ?? (() => dropConnections(env.DATABASE_URL));
     let seen = 0;
-    hooks[match[1] as FaultPoint] = () => {
+    hooks[match[1] as FaultPoint] = async () => {
       seen += 1;
-      if (seen === nth) process.kill(process.pid, 'SIGKILL');
+      if (!every && seen !== nth) return;
+      if (action.kind === 'kill') process.kill(process.pid, 'SIGKILL');
+      else if (action.kind === 'delay') await new Promise((resolve) => setTimeout(resolve, action.ms));
+      else await drop();
     };
   }
   return hooks;
+}
+
+/** Terminates every other backend connected to `url`'s database, through one short-lived connection. */
+async function dropConnections(url: string | undefined): Promise<void> {
+  if (!url) throw new Error('RATCHET_FAULTS: a drop action needs DATABASE_URL (or faultsFromEnv(env, { drop }))');
+  const { default: pg } = await import('pg');
+  const client = new pg.Client({ connectionString: url });
+  client.on('error', () => {});
+  await client.connect();
+  try {
+    await client.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`);
+  } finally {
+    await client.end().catch(() => {});
+  }
 }

@@ -22,4 +22,4 @@ export async function resetClock(pool: pg.Pool): Promise<void> {
 }
 
 export { faultsFromEnv, FAULT_POINTS } from './faults.js';
-export type { FaultHooks, FaultPoint, FaultContext } from './faults.js';
+export type { FaultHooks, FaultPoint, FaultContext, FaultAction, FaultsFromEnvOptions } from './faults.js';
