@@ -88,8 +88,8 @@ const MAX_KEY_LENGTH = 512;
 /** An idempotency key as given, checked: 1–512 characters, no NUL. */
 export function idempotencyKeyOf(key: string | undefined, field = 'idempotencyKey'): string | null {
   if (key === undefined) return null;
-  if (typeof key !== 'string' || key.length === 0 || key.length > MAX_KEY_LENGTH || key.includes('\u0000')) {
-    throw new ValidationError(`must be a non-empty string of at most ${MAX_KEY_LENGTH} characters without NUL`, { path: [field] });
+  if (typeof key !== 'string' || key.length === 0 || key.length > MAX_KEY_LENGTH || key.includes('\u0000') || !key.isWellFormed()) {
+    throw new ValidationError(`must be a non-empty string of at most ${MAX_KEY_LENGTH} characters, well-formed Unicode without NUL`, { path: [field] });
   }
   return key;
 }

@@ -249,7 +249,7 @@ export class Client {
   async signal(runId: string, name: string, payload?: unknown, options: { tenantId?: string; idempotencyKey?: string } = {}): Promise<{ signalId: string }> {
     const tenantId = tenantOf(options.tenantId);
     if (!isUuid(runId)) throw new ValidationError('must be a UUID', { path: ['runId'] });
-    if (typeof name !== 'string' || name.length === 0 || name.length > 200 || name.includes('\u0000')) {
+    if (typeof name !== 'string' || name.length === 0 || name.length > 200 || name.includes('\u0000') || !name.isWellFormed()) {
       throw new ValidationError('must be a non-empty string of at most 200 characters', { path: ['name'] });
     }
     const idempotencyKey = idempotencyKeyOf(options.idempotencyKey);

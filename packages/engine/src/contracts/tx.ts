@@ -24,7 +24,7 @@ export function commitTx(client: pg.PoolClient, outbox: OutboxMessage[]): Action
         throw new ValidationError('must be a non-empty string of at most 200 characters', { path: ['topic'] });
       }
       const key = options?.key;
-      if (key !== undefined && (typeof key !== 'string' || key.length === 0 || key.length > 512 || key.includes('\u0000'))) {
+      if (key !== undefined && (typeof key !== 'string' || key.length === 0 || key.length > 512 || key.includes('\u0000') || !key.isWellFormed())) {
         throw new ValidationError('must be a non-empty string of at most 512 characters without NUL', { path: ['key'] });
       }
       // No key: the commit gives the message `<contractId>:<n>` (runtime/commit.ts).

@@ -216,8 +216,8 @@ function readOptions<T, I>(run: Execution, key: string, opts: EffectOptions<T, I
   if (typeof opts.execute !== 'function') throw new ValidationError('must be a function ({ idempotencyKey, input, signal }) => Promise', { path: ['execute'] });
   if (opts.reconcile !== undefined && typeof opts.reconcile !== 'function') throw new ValidationError('must be a function when given', { path: ['reconcile'] });
   const explicit = opts.idempotencyKey;
-  if (explicit !== undefined && (typeof explicit !== 'string' || explicit.length === 0 || explicit.length > MAX_KEY_LENGTH || explicit.includes('\u0000'))) {
-    throw new ValidationError(`must be a non-empty string of at most ${MAX_KEY_LENGTH} characters without NUL`, { path: ['idempotencyKey'] });
+  if (explicit !== undefined && (typeof explicit !== 'string' || explicit.length === 0 || explicit.length > MAX_KEY_LENGTH || explicit.includes('\u0000') || !explicit.isWellFormed())) {
+    throw new ValidationError(`must be a non-empty string of at most ${MAX_KEY_LENGTH} characters, well-formed Unicode without NUL`, { path: ['idempotencyKey'] });
   }
   const input = recordedValue(opts.input, 'input');
   const timeoutMs = opts.timeout === undefined ? run.options.effectTimeoutMs : parseDuration(opts.timeout, 'timeout');

@@ -18,8 +18,8 @@ export async function runEmit(run: Execution, key: string, recorded: OperationRe
     await run.replay(key, recorded);
     return;
   }
-  if (typeof topic !== 'string' || topic.length === 0 || topic.length > MAX_TOPIC_LENGTH || topic.includes('\u0000')) {
-    throw new ValidationError(`must be a non-empty string of at most ${MAX_TOPIC_LENGTH} characters without NUL`, { path: ['topic'] });
+  if (typeof topic !== 'string' || topic.length === 0 || topic.length > MAX_TOPIC_LENGTH || topic.includes('\u0000') || !topic.isWellFormed()) {
+    throw new ValidationError(`must be a non-empty string of at most ${MAX_TOPIC_LENGTH} characters, well-formed Unicode without NUL`, { path: ['topic'] });
   }
   const body = recordedValue(payload, 'payload') ?? null;
   const messageKey = `${run.runId}:${key}`;

@@ -43,8 +43,8 @@ export async function runSeal(run: Execution, name: string, key: string, recorde
     throw new ValidationError('must be a non-empty string of at most 200 characters', { path: ['agent'] });
   }
   const explicit = opts.idempotencyKey;
-  if (explicit !== undefined && (typeof explicit !== 'string' || explicit.length === 0 || explicit.length > MAX_KEY_LENGTH || explicit.includes('\u0000'))) {
-    throw new ValidationError(`must be a non-empty string of at most ${MAX_KEY_LENGTH} characters without NUL`, { path: ['idempotencyKey'] });
+  if (explicit !== undefined && (typeof explicit !== 'string' || explicit.length === 0 || explicit.length > MAX_KEY_LENGTH || explicit.includes('\u0000') || !explicit.isWellFormed())) {
+    throw new ValidationError(`must be a non-empty string of at most ${MAX_KEY_LENGTH} characters, well-formed Unicode without NUL`, { path: ['idempotencyKey'] });
   }
   const body: ContractBody = {
     version: CONTRACT_VERSION,

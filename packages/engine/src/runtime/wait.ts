@@ -36,7 +36,7 @@ export function signalNames(names: unknown, field: string): string[] {
     throw new ValidationError('must be a non-empty array of signal names (at most 100)', { path: [field] });
   }
   names.forEach((n, i) => {
-    if (typeof n !== 'string' || n.length === 0 || n.length > MAX_NAME_LENGTH || n.includes('\u0000')) {
+    if (typeof n !== 'string' || n.length === 0 || n.length > MAX_NAME_LENGTH || n.includes('\u0000') || !n.isWellFormed()) {
       throw new ValidationError(`must be a non-empty string of at most ${MAX_NAME_LENGTH} characters`, { path: [field, i] });
     }
   });
