@@ -27,6 +27,16 @@ events.payload jsonb
 events.trace_id text
 events.span_id text
 events.created_at timestamp with time zone NOT NULL DEFAULT now()
+idempotency_keys.tenant_id uuid NOT NULL
+idempotency_keys.id uuid NOT NULL
+idempotency_keys.scope text NOT NULL
+idempotency_keys.key text NOT NULL
+idempotency_keys.input_hash text
+idempotency_keys.run_id uuid NOT NULL
+idempotency_keys.outcome text NOT NULL
+idempotency_keys.finished_at timestamp with time zone
+idempotency_keys.expires_at timestamp with time zone NOT NULL
+idempotency_keys.created_at timestamp with time zone NOT NULL DEFAULT now()
 operations.tenant_id uuid NOT NULL
 operations.id uuid NOT NULL
 operations.task_id uuid NOT NULL
@@ -112,6 +122,20 @@ tasks.updated_at timestamp with time zone NOT NULL DEFAULT now()
 tasks.completed_at timestamp with time zone
 tasks.concurrency_limit integer
 tasks.concurrency_slot integer
+tenant_purges.tenant_id uuid NOT NULL
+tenant_purges.id uuid NOT NULL
+tenant_purges.state text NOT NULL
+tenant_purges.requested_by text NOT NULL
+tenant_purges.policy jsonb NOT NULL
+tenant_purges.removed jsonb NOT NULL DEFAULT '{}'::jsonb
+tenant_purges.batches integer NOT NULL DEFAULT 0
+tenant_purges.started_at timestamp with time zone NOT NULL DEFAULT now()
+tenant_purges.finished_at timestamp with time zone
+tenant_secret.single boolean NOT NULL DEFAULT true
+tenant_secret.secret text NOT NULL DEFAULT (md5(((random())::text || (clock_timestamp())::text)) || md5((random())::text))
+tenant_sessions.pid integer NOT NULL
+tenant_sessions.backend_start timestamp with time zone NOT NULL
+tenant_sessions.tenant_id uuid NOT NULL
 
 -- constraints
 clock CONSTRAINT clock_is_single_row CHECK (single)
@@ -123,6 +147,8 @@ contracts CONSTRAINT contracts_task_same_tenant FOREIGN KEY (tenant_id, task_id)
 events CONSTRAINT events_pkey PRIMARY KEY (tenant_id, task_id, seq)
 events CONSTRAINT events_task_same_tenant FOREIGN KEY (tenant_id, task_id) REFERENCES ratchet.tasks(tenant_id, id) ON DELETE CASCADE
 events CONSTRAINT events_type_is_known CHECK ((event_type = ANY (ARRAY['started'::text, 'claimed'::text, 'released'::text, 'lease_reclaimed'::text, 'sleeping'::text, 'woke'::text, 'waiting'::text, 'signalled'::text, 'parked'::text, 'resolved'::text, 'contract_sealed'::text, 'contract_committed'::text, 'contract_failed'::text, 'completed'::text, 'failed'::text, 'cancelled'::text])))
+idempotency_keys CONSTRAINT idempotency_keys_outcome_is_known CHECK ((outcome = ANY (ARRAY['completed'::text, 'failed'::text, 'cancelled'::text, 'succeeded'::text, 'unknown'::text, 'committed'::text])))
+idempotency_keys CONSTRAINT idempotency_keys_pkey PRIMARY KEY (tenant_id, id)
 operations CONSTRAINT operations_attempt_positive CHECK ((attempt > 0))
 operations CONSTRAINT operations_key_only_on_effects CHECK (((idempotency_key IS NULL) OR (kind = ANY (ARRAY['effect'::text, 'tool'::text, 'child'::text]))))
 operations CONSTRAINT operations_kind_is_known CHECK ((kind = ANY (ARRAY['step'::text, 'effect'::text, 'tool'::text, 'infer'::text, 'sleep'::text, 'wait'::text, 'emit'::text, 'seal'::text, 'commit'::text, 'child'::text])))
@@ -144,6 +170,11 @@ tasks CONSTRAINT tasks_running_keyed_has_slot CHECK (((state <> 'running'::text)
 tasks CONSTRAINT tasks_settled_is_not_due CHECK (((state <> ALL (ARRAY['completed'::text, 'failed'::text, 'cancelled'::text, 'parked'::text])) OR (due_at IS NULL)))
 tasks CONSTRAINT tasks_state_is_known CHECK ((state = ANY (ARRAY['pending'::text, 'running'::text, 'sleeping'::text, 'waiting'::text, 'completed'::text, 'failed'::text, 'cancelled'::text, 'parked'::text])))
 tasks CONSTRAINT tasks_state_version_positive CHECK ((state_version > 0))
+tenant_purges CONSTRAINT tenant_purges_pkey PRIMARY KEY (tenant_id, id)
+tenant_purges CONSTRAINT tenant_purges_state_is_known CHECK ((state = ANY (ARRAY['running'::text, 'done'::text])))
+tenant_secret CONSTRAINT tenant_secret_is_single_row CHECK (single)
+tenant_secret CONSTRAINT tenant_secret_pkey PRIMARY KEY (single)
+tenant_sessions CONSTRAINT tenant_sessions_pkey PRIMARY KEY (pid)
 
 -- indexes
 CREATE UNIQUE INDEX clock_pkey ON ratchet.clock (single)
@@ -152,6 +183,9 @@ CREATE UNIQUE INDEX contracts_idempotency_key_unique ON ratchet.contracts (idemp
 CREATE UNIQUE INDEX contracts_pkey ON ratchet.contracts (tenant_id, id)
 CREATE INDEX contracts_task ON ratchet.contracts (task_id, tenant_id)
 CREATE UNIQUE INDEX events_pkey ON ratchet.events (tenant_id, task_id, seq)
+CREATE INDEX idempotency_keys_expiry ON ratchet.idempotency_keys (expires_at)
+CREATE UNIQUE INDEX idempotency_keys_key_unique ON ratchet.idempotency_keys (key, scope, tenant_id)
+CREATE UNIQUE INDEX idempotency_keys_pkey ON ratchet.idempotency_keys (tenant_id, id)
 CREATE UNIQUE INDEX operations_idempotency_key_unique ON ratchet.operations (idempotency_key, tenant_id) WHERE (idempotency_key IS NOT NULL)
 CREATE UNIQUE INDEX operations_pkey ON ratchet.operations (tenant_id, id)
 CREATE UNIQUE INDEX operations_step_key_unique ON ratchet.operations (task_id, step_key, tenant_id)
@@ -165,11 +199,16 @@ CREATE UNIQUE INDEX signals_idempotency_key_unique ON ratchet.signals (idempoten
 CREATE UNIQUE INDEX signals_pkey ON ratchet.signals (tenant_id, id)
 CREATE INDEX signals_task_name ON ratchet.signals (task_id, name, tenant_id)
 CREATE INDEX tasks_due ON ratchet.tasks (workflow_name, workflow_version, due_at) WHERE ((due_at IS NOT NULL) AND (state <> 'pending'::text))
+CREATE INDEX tasks_finished ON ratchet.tasks (completed_at) WHERE (state = ANY (ARRAY['completed'::text, 'failed'::text, 'cancelled'::text]))
 CREATE UNIQUE INDEX tasks_idempotency_key_unique ON ratchet.tasks (idempotency_key, workflow_name, tenant_id) WHERE (idempotency_key IS NOT NULL)
 CREATE INDEX tasks_parent ON ratchet.tasks (parent_id, tenant_id) WHERE (parent_id IS NOT NULL)
 CREATE INDEX tasks_pending ON ratchet.tasks (workflow_name, workflow_version, priority DESC NULLS LAST, due_at) WHERE (state = 'pending'::text)
 CREATE UNIQUE INDEX tasks_pkey ON ratchet.tasks (tenant_id, id)
 CREATE UNIQUE INDEX tasks_running_key_slots ON ratchet.tasks (concurrency_key, tenant_id, concurrency_slot) WHERE ((concurrency_key IS NOT NULL) AND (state = 'running'::text))
+CREATE UNIQUE INDEX tenant_purges_one_running ON ratchet.tenant_purges (tenant_id) WHERE (state = 'running'::text)
+CREATE UNIQUE INDEX tenant_purges_pkey ON ratchet.tenant_purges (tenant_id, id)
+CREATE UNIQUE INDEX tenant_secret_pkey ON ratchet.tenant_secret (single)
+CREATE UNIQUE INDEX tenant_sessions_pkey ON ratchet.tenant_sessions (pid)
 
 -- triggers
 contracts TRIGGER contracts_guard BEFORE UPDATE ON ratchet.contracts FOR EACH ROW EXECUTE FUNCTION ratchet.contracts_guard()
@@ -178,7 +217,14 @@ events TRIGGER events_append_only_truncate BEFORE TRUNCATE ON ratchet.events FOR
 tasks TRIGGER tasks_wake_parent AFTER UPDATE OF state ON ratchet.tasks FOR EACH ROW WHEN (((new.parent_id IS NOT NULL) AND (new.state = ANY (ARRAY['completed'::text, 'failed'::text, 'cancelled'::text])) AND (old.state IS DISTINCT FROM new.state))) EXECUTE FUNCTION ratchet.wake_parent()
 
 -- functions
+FUNCTION backend_start() RETURNS timestamp with time zone sql STABLE
 FUNCTION contracts_guard() RETURNS trigger plpgsql VOLATILE
+FUNCTION enter_tenant(tenant uuid, proof text) RETURNS void sql VOLATILE
+FUNCTION enter_tenant_at(tenant uuid, proof text, started timestamp with time zone) RETURNS void plpgsql VOLATILE
 FUNCTION events_append_only() RETURNS trigger plpgsql VOLATILE
+FUNCTION leave_tenant() RETURNS void sql VOLATILE
+FUNCTION leave_tenant_at(started timestamp with time zone) RETURNS void sql VOLATILE
 FUNCTION now() RETURNS timestamp with time zone sql STABLE
+FUNCTION session_tenant() RETURNS uuid sql STABLE
+FUNCTION session_tenant_at(started timestamp with time zone) RETURNS uuid sql STABLE
 FUNCTION wake_parent() RETURNS trigger plpgsql VOLATILE

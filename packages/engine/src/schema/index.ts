@@ -15,3 +15,5 @@ export type { SignalRow } from './signals.js';
 export { clock } from './clock.js';
 export { schedules, CATCH_UP_POLICIES } from './schedules.js';
 export type { ScheduleRow, CatchUpPolicy } from './schedules.js';
+export { idempotencyKeys, tenantPurges, tenantSessions, tenantSecret, TOMBSTONE_OUTCOMES, PURGE_STATES } from './tenancy.js';
+export type { IdempotencyKeyRow, TenantPurgeRow } from './tenancy.js';

@@ -97,6 +97,8 @@ export const tasks = ratchetSchema.table(
     uniqueIndex('tasks_running_key_slots')
       .on(t.concurrencyKey, t.tenantId, t.concurrencySlot)
       .where(sql`${t.concurrencyKey} is not null and ${t.state} = 'running'`),
+    // Retention walks finished runs oldest first.
+    index('tasks_finished').on(t.completedAt).where(sql`${t.state} in ('completed', 'failed', 'cancelled')`),
     index('tasks_parent').on(t.parentId, t.tenantId).where(sql`${t.parentId} is not null`),
   ],
 );
