@@ -28,7 +28,7 @@ export interface EngineCore {
   /** Per-key concurrency limits by key pattern (concurrency.ts). */
   readonly limits: ConcurrencyLimits;
   readonly faults: FaultHooks | undefined;
-  readonly instrumentation: Instrumentation | undefined;
+  readonly instrumentation: Instrumentation | false | undefined;
   readonly onError: (error: unknown) => void;
 }
 

@@ -77,8 +77,11 @@ export interface EngineOptions {
   replayStallMs?: number;
   /** Recorded on events, for audits of which policy moved a run. */
   policyVersion?: string;
-  /** Spans around segments and steps (see @ratchet/otel). */
-  instrumentation?: Instrumentation;
+  /**
+   * Hooks around segments and steps (see @ratchet/otel). Default: the hooks registered
+   * process-wide (`ratchetInstrumentation()` registers itself when enabled); `false`: none.
+   */
+  instrumentation?: Instrumentation | false;
   /** Called with errors the engine survives (a dropped connection, a failed renewal). Default: ignored. */
   onError?: (error: unknown) => void;
   /** Named fault-injection points, for tests (see `faults.ts`). */

@@ -40,7 +40,13 @@ export async function runChild<O>(
   opts: ChildOptions | undefined,
 ): Promise<O> {
   if (recorded && recorded.state !== 'reserved') return run.replay<O>(key, recorded);
-  const childId = recorded ? (recorded.result as { runId: string }).runId : await start(run, name, key, wf, input, opts);
+  const childId = recorded
+    ? (recorded.result as { runId: string }).runId
+    : await run.instrument({ kind: 'child', name, stepKey: key, attempt: 1, childWorkflow: String((wf as { name?: unknown })?.name) }, async (facts) => {
+        // Started inside the span, so the child run's origin (its first segment's parent) is this step.
+        facts.childRunId = await start(run, name, key, wf, input, opts);
+        return facts.childRunId;
+      });
   const look = async (): Promise<Found<O> | undefined> => {
     const child = await getTask(run.pool, run.tenantId, childId);
     if (child && !FINAL.has(child.state)) return undefined;

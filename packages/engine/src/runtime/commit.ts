@@ -40,7 +40,6 @@ import {
 import { commitTx, type OutboxMessage } from '../contracts/tx.js';
 import type { ContractRegistry } from '../contracts/registry.js';
 import { uuidv7 } from '../ids.js';
-import { activeTraceIds } from '../instrumentation.js';
 import { lockContract, lockFence, ownedVersion, settleContract, type ContractRecord } from '../store/contracts.js';
 import { getOperation } from '../store/operations.js';
 import type { OperationRecord } from '../store/rows.js';
@@ -72,7 +71,7 @@ class ApplyFailure {
 }
 
 type Attempt =
-  | { kind: 'committed'; result: CommitResult; version: number; at: Date }
+  | { kind: 'committed'; result: CommitResult; version: number; at: Date; sealedAt: Date }
   | { kind: 'rejected'; rejection: Rejection; version: number; at: Date }
   | { kind: 'settled-before'; row: ContractRecord }
   | { kind: 'lost' }
@@ -115,7 +114,15 @@ async function settleStep(run: Execution, name: string, key: string, contract: S
   let lastCause: unknown;
   for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt += 1) {
     if (attempt > 1) await run.hook('beforeCommitRetry', key, attempt);
-    const outcome = await run.instrument({ kind: 'commit', name, stepKey: key, attempt }, attemptOnce);
+    const agent = contract.body?.agent;
+    const info = { kind: 'commit', name, stepKey: key, attempt, contractId: contract.id, contractHash: contract.hash, ...(agent ? { agent } : {}) } as const;
+    const outcome = await run.instrument(info, async (facts) => {
+      const tried = await attemptOnce();
+      if (tried.kind === 'committed') Object.assign(facts, { contractStatus: 'committed', sealedAt: tried.sealedAt, settledAt: tried.at });
+      else if (tried.kind === 'rejected') Object.assign(facts, { contractStatus: 'failed', settledAt: tried.at, rejection: tried.rejection.reason });
+      else if (tried.kind === 'retry') facts.contractStatus = 'retry';
+      return tried;
+    });
     switch (outcome.kind) {
       case 'committed':
         run.advanceVersion(outcome.version);
@@ -256,7 +263,7 @@ async function apply(run: Execution, client: pg.PoolClient, name: string, key: s
     }
   }
   const result: CommitResult = { contractId: row.id, hash: row.bodyHash, status: 'committed', results };
-  const ids = activeTraceIds();
+  const ids = run.traceIds(key);
   const settled = await settleContract(client, run.fence, {
     contractId: row.id,
     status: 'committed',
@@ -269,7 +276,7 @@ async function apply(run: Execution, client: pg.PoolClient, name: string, key: s
     eventPayload: { contractId: row.id, hash: row.bodyHash, operations: results.length, messages: outbox.length },
     actorId: run.fence.owner,
   });
-  return { kind: 'committed', result, version: settled.stateVersion, at: settled.now };
+  return { kind: 'committed', result, version: settled.stateVersion, at: settled.now, sealedAt: row.createdAt };
 }
 
 /** Marks the contract failed with the rejection, records the step's error and the event, in the open transaction. */
@@ -280,7 +287,7 @@ async function reject(run: Execution, client: pg.PoolClient, name: string, key: 
     status: 'failed',
     result: null,
     errorDetail: { reason: rejection.reason, error, ...rejection.detail },
-    operation: { id: uuidv7(), stepName: name, stepKey: key, seq: run.takeSeq(), result: undefined, error, ...activeTraceIds() },
+    operation: { id: uuidv7(), stepName: name, stepKey: key, seq: run.takeSeq(), result: undefined, error, ...run.traceIds(key) },
     outbox: [],
     event: 'contract_failed',
     eventPayload: { contractId: row.id, reason: rejection.reason },

@@ -141,9 +141,11 @@ export async function runEffect<T, I>(
     // 2. execute, with no transaction open
     let value: T;
     try {
-      value = await run.instrument({ kind, name, stepKey: key, attempt, idempotencyKey: spec.idempotencyKey }, () =>
-        executeWithTimeout(run, spec, opts, Math.max(1, deadline.getTime() - run.dbNow())),
-      );
+      value = await run.instrument({ kind, name, stepKey: key, attempt, idempotencyKey: spec.idempotencyKey, input: spec.input }, async (outcome) => {
+        const result = await executeWithTimeout(run, spec, opts, Math.max(1, deadline.getTime() - run.dbNow()));
+        outcome.output = result;
+        return result;
+      });
     } catch (error) {
       if (run.settled) return new Promise<never>(() => {});
       if (spec.atMostOnce && isRatchetError(error, 'TIMEOUT')) {

@@ -23,7 +23,7 @@ export async function runEmit(run: Execution, key: string, recorded: OperationRe
   }
   const body = recordedValue(payload, 'payload') ?? null;
   const messageKey = `${run.runId}:${key}`;
-  const written = await run.write(
+  const written = await run.instrument({ kind: 'emit', name: topic, stepKey: key, attempt: 1, topic }, () => run.write(
     {
       stepName: topic, stepKey: key, kind: 'emit', idempotencyKey: null, inputHash: null,
       state: 'succeeded', attempt: 1, expectedAttempt: null, inFlight: false, deadlineInMs: null,
@@ -35,6 +35,6 @@ export async function runEmit(run: Execution, key: string, recorded: OperationRe
       });
       return row && { ...row, deadlineAt: null };
     },
-  );
+  ));
   run.fact(key, written.completedAt);
 }

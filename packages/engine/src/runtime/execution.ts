@@ -46,7 +46,8 @@ import {
   type Workflow,
 } from '@ratchet/sdk';
 import { uuidv7 } from '../ids.js';
-import { activeTraceIds, type Instrumentation, type StepInfo } from '../instrumentation.js';
+import { activeTraceIds, resolveInstrumentation, type Instrumentation, type SegmentInfo, type StepInfo, type StepOutcome } from '../instrumentation.js';
+import { getPreviousSegment } from '../store/segments.js';
 import { fault, type FaultHooks, type FaultPoint } from '../faults.js';
 import type { Transition } from '../store/tasks.js';
 import type { OperationWrite, WrittenOperation } from '../store/operations.js';
@@ -103,7 +104,8 @@ export interface ExecutionDeps {
   options: RuntimeOptions;
   contracts: ContractRegistry;
   faults?: FaultHooks | undefined;
-  instrumentation?: Instrumentation | undefined;
+  /** The engine's hooks option (`false`: none; undefined: the process-wide registered ones). */
+  instrumentation?: Instrumentation | false | undefined;
   onError?: ((error: unknown) => void) | undefined;
   /** This process's running executions, told of signals and cancel requests. */
   running?: RunningExecutions | undefined;
@@ -155,9 +157,19 @@ export class Execution {
   #resolveOutcome!: (outcome: Outcome) => void;
   readonly #outcome = new Promise<Outcome>((resolve) => (this.#resolveOutcome = resolve));
   #lease: { progressed: boolean } | undefined;
+  readonly #hooks: Instrumentation | undefined;
+  /** The segment as its hook saw it (outcome filled at the end); undefined without a segment hook. */
+  #segment: SegmentInfo | undefined;
+  /** Ids of the span active when the segment began: written on its events and on rows of steps without a span. */
+  #segmentIds: { traceId: string | null; spanId: string | null } = { traceId: null, spanId: null };
+  /** Ids of each step's latest span (noted inside the step hook): written on that step's row. */
+  readonly #stepIds = new Map<string, { traceId: string | null; spanId: string | null }>();
+  readonly #hasRecords: boolean;
 
   constructor(deps: ExecutionDeps, operations: OperationRecord[]) {
     this.#deps = deps;
+    this.#hooks = resolveInstrumentation(deps.instrumentation);
+    this.#hasRecords = operations.length > 0;
     this.runId = deps.task.id;
     this.tenantId = deps.task.tenantId;
     this.fence = { tenantId: deps.task.tenantId, taskId: deps.task.id, owner: deps.owner, stateVersion: deps.task.stateVersion };
@@ -204,8 +216,17 @@ export class Execution {
     leases.hold(lease, this.#deps.claimedLocalAt);
     this.#deps.running?.add(this);
     try {
-      const segment = this.#deps.instrumentation?.segment;
-      const info = {
+      const body = async () => {
+        this.#segmentIds = activeTraceIds();
+        this.#start(workflow);
+        return this.#outcome;
+      };
+      const hooks = this.#hooks;
+      if (!hooks?.segment) return await body();
+      // A run with records had an earlier segment: its last span is what this one links to
+      // (one indexed read, only when a segment hook is installed; a first segment skips it).
+      const previous = this.#hasRecords ? await getPreviousSegment(this.#deps.pool, this.tenantId, this.runId, task.spanId).catch(() => null) : null;
+      const info: SegmentInfo = {
         runId: this.runId,
         tenantId: this.tenantId,
         workflowName: task.workflowName,
@@ -213,12 +234,11 @@ export class Execution {
         attempt: task.claimCount,
         traceId: task.traceId,
         spanId: task.spanId,
+        previous,
+        outcome: { replayed: 0, fresh: 0 },
       };
-      const body = async () => {
-        this.#start(workflow);
-        return this.#outcome;
-      };
-      return await (segment ? segment(info, body) : body());
+      this.#segment = info;
+      return await hooks.segment(info, () => body().then((outcome) => describeOutcome(info, outcome)));
     } finally {
       for (const timer of this.#timers) clearTimeout(timer);
       this.#timers.clear();
@@ -325,6 +345,10 @@ export class Execution {
     const key = `${name}#${n}`;
     this.#visited.add(key);
     const recorded = this.#recorded.get(key);
+    if (this.#segment) {
+      if (recorded && recorded.state !== 'reserved') this.#segment.outcome.replayed += 1;
+      else this.#segment.outcome.fresh += 1;
+    }
     if (this.#cancelRequested && !this.#cancelDelivered && (!recorded || recorded.state === 'reserved')) {
       // Delivered once, at the first call that is not a replayed record (so replay delivers it at
       // the same place): cleanup code in `finally` may still run steps (compensation).
@@ -537,9 +561,26 @@ export class Execution {
     await fault(this.#deps.faults, { point, runId: this.runId, ...(stepKey ? { stepKey } : {}), ...(attempt ? { attempt } : {}) });
   }
 
-  instrument<T>(info: Omit<StepInfo, 'runId' | 'tenantId'>, run: () => Promise<T>): Promise<T> {
-    const hook = this.#deps.instrumentation?.step;
-    return hook ? hook({ ...info, runId: this.runId, tenantId: this.tenantId }, run) : run();
+  /**
+   * Runs a fresh step's work inside the step hook (when there is one). `run` fills the outcome it
+   * is given; the ids of the span active inside the hook are written on the step's row.
+   */
+  instrument<T>(info: Omit<StepInfo, 'runId' | 'tenantId' | 'segment' | 'outcome'>, run: (outcome: StepOutcome) => Promise<T>): Promise<T> {
+    const hooks = this.#hooks;
+    const outcome: StepOutcome = {};
+    if (!hooks?.step) return run(outcome);
+    const full: StepInfo = { ...info, runId: this.runId, tenantId: this.tenantId, segment: this.#segment, outcome };
+    return hooks.step(full, () => {
+      this.#stepIds.set(info.stepKey, activeTraceIds());
+      return run(outcome);
+    });
+  }
+
+  /** Trace and span ids for a row of `stepKey`: its step's span, else the segment's, else the active span's. */
+  traceIds(stepKey?: string): { traceId: string | null; spanId: string | null } {
+    const step = stepKey === undefined ? undefined : this.#stepIds.get(stepKey);
+    if (step?.traceId) return step;
+    return this.#segmentIds.traceId ? this.#segmentIds : activeTraceIds();
   }
 
   /**
@@ -552,7 +593,7 @@ export class Execution {
     statement?: (full: OperationWrite) => Promise<WrittenOperation | null>,
   ): Promise<WrittenOperation> {
     if (this.#settling) return NEVER;
-    const ids = activeTraceIds();
+    const ids = this.traceIds(op.stepKey);
     const full: OperationWrite = { ...op, id: op.id ?? uuidv7(), seq: op.seq ?? this.#nextSeq++, traceId: ids.traceId, spanId: ids.spanId };
     const written = await writeCheckpoint(this.#deps.pool, this.fence, full, this.#deps.onError, statement && (() => statement(full)));
     if (written === 'lost') {
@@ -698,6 +739,11 @@ export class Execution {
               }
             : { state: outcome.state, event: outcome.state, error: outcome.error, payload: { code: outcome.error.code ?? null, error: outcome.error.name } };
     transition.policyVersion = this.#deps.options.policyVersion;
+    // The event carries this segment's span (a resumed segment links to it); none: the run's origin.
+    if (this.#segmentIds.traceId) {
+      transition.traceId = this.#segmentIds.traceId;
+      transition.spanId = this.#segmentIds.spanId;
+    }
     try {
       const version = await transitionFenced(this.#deps.pool, this.fence, transition, this.#deps.onError);
       if (version === null) {
@@ -715,6 +761,15 @@ export class Execution {
       this.#resolveOutcome({ state: 'lost' });
     }
   }
+}
+
+/** Fills the segment hook's outcome from the engine's. */
+function describeOutcome(info: SegmentInfo, outcome: Outcome): Outcome {
+  const target = info.outcome;
+  target.state = outcome.state;
+  if ('wakeAt' in outcome) target.wakeAt = outcome.wakeAt;
+  if ('error' in outcome) target.error = { name: outcome.error.name, code: outcome.error.code, message: outcome.error.message };
+  return outcome;
 }
 
 function recordedOutput(workflow: Workflow, output: unknown): unknown {

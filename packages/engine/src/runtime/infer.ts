@@ -59,12 +59,17 @@ export async function runInfer<T>(run: Execution, name: string, key: string, rec
     try {
       while (!accepted && samples < spec.maxSamples) {
         samples += 1;
-        const answer = await run.instrument(
-          { kind: 'infer', name, stepKey: key, attempt: samples, model: spec.model, ...(spec.provider ? { provider: spec.provider } : {}) },
-          () => callWithTimeout(run, (signal) => opts.call({ signal, attempt: samples })),
-        );
-        const { output, usage, responseModel } = unwrap(opts.schema, answer);
-        const parsed = opts.schema.safeParse(output);
+        const info = { kind: 'infer', name, stepKey: key, attempt: samples, model: spec.model, ...(spec.provider ? { provider: spec.provider } : {}), input: opts.prompt } as const;
+        // One model call per span: its answer's model, usage and validity are reported on it.
+        const { usage, responseModel, parsed } = await run.instrument(info, async (outcome) => {
+          const answer = unwrap(opts.schema, await callWithTimeout(run, (signal) => opts.call({ signal, attempt: samples })));
+          const parsed = opts.schema.safeParse(answer.output);
+          outcome.responseModel = answer.responseModel;
+          outcome.usage = answer.usage;
+          outcome.output = answer.output;
+          outcome.accepted = parsed.success;
+          return { ...answer, parsed };
+        });
         if (!parsed.success) {
           lastIssue = parsed.error;
           continue;

@@ -23,7 +23,6 @@ import {
   type SealedContract,
 } from '@ratchet/sdk';
 import { uuidv7 } from '../ids.js';
-import { activeTraceIds } from '../instrumentation.js';
 import { getContractByKey, ownedVersion, sealContract } from '../store/contracts.js';
 import type { OperationRecord } from '../store/rows.js';
 import { withReconnects } from './checkpoint.js';
@@ -63,11 +62,12 @@ export async function runSeal(run: Execution, name: string, key: string, recorde
   });
   const sealed: SealedContract = { id: uuidv7(), idempotencyKey: explicit ?? `${run.runId}:${key}`, hash, version: CONTRACT_VERSION, body: frozen };
 
-  const ids = activeTraceIds();
   const seq = run.takeSeq();
   const operationId = uuidv7();
-  const outcome = await run.instrument({ kind: 'seal', name, stepKey: key, attempt: 1 }, () =>
-    withReconnects(() => sealContract(run.pool, run.fence, {
+  const info = { kind: 'seal', name, stepKey: key, attempt: 1, contractId: sealed.id, contractHash: hash, ...(body.agent ? { agent: body.agent } : {}) } as const;
+  const outcome = await run.instrument(info, async (facts) => {
+    const ids = run.traceIds(key);
+    const stored = await withReconnects(() => sealContract(run.pool, run.fence, {
       contractId: sealed.id,
       idempotencyKey: sealed.idempotencyKey,
       agentId: body.agent,
@@ -81,8 +81,13 @@ export async function runSeal(run: Execution, name: string, key: string, recorde
       result: sealed,
       traceId: ids.traceId,
       spanId: ids.spanId,
-    }), run.onError),
-  );
+    }), run.onError);
+    if (stored !== 'lost' && stored.status === 'sealed') {
+      facts.contractStatus = 'sealed';
+      facts.sealedAt = stored.createdAt;
+    }
+    return stored;
+  });
   if (outcome === 'lost' || outcome.status === 'fenced') {
     run.lose();
     return new Promise<never>(() => {});

@@ -13,7 +13,8 @@ export async function runSleep(run: Execution, name: string, key: string, record
     wakeAt = new Date((recorded.result as { wakeAt: string }).wakeAt);
   } else {
     wakeAt = new Date(target());
-    await run.write({
+    const at = wakeAt;
+    await run.instrument({ kind: 'sleep', name, stepKey: key, attempt: 1, until: at }, () => run.write({
       stepName: name,
       stepKey: key,
       kind: 'sleep',
@@ -24,8 +25,8 @@ export async function runSleep(run: Execution, name: string, key: string, record
       expectedAttempt: null,
       inFlight: false,
       deadlineInMs: null,
-      result: { wakeAt: wakeAt.toISOString() },
-    });
+      result: { wakeAt: at.toISOString() },
+    }));
   }
   await run.waitUntil(key, wakeAt);
   run.fact(key, wakeAt);

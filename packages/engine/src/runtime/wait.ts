@@ -15,7 +15,6 @@
 import { TimeoutError, parseDuration, parseWithSchema, serializeError, ValidationError, type ReceivedSignal } from '@ratchet/sdk';
 import type { z } from 'zod';
 import { uuidv7 } from '../ids.js';
-import { activeTraceIds } from '../instrumentation.js';
 import { consumeSignal, type ConsumedSignal } from '../store/signals.js';
 import type { OperationRecord } from '../store/rows.js';
 import type { Execution } from './execution.js';
@@ -58,13 +57,21 @@ async function receive(run: Execution, stepName: string, key: string, recorded: 
     target = recorded.deadlineAt;
   } else {
     const timeoutMs = spec.timeout === undefined ? null : parseDuration(spec.timeout as never, 'timeout');
-    const found = await consume(run, stepName, key, names);
-    if (found) return settled(run, key, found);
-    const written = await run.write({
-      stepName, stepKey: key, kind: 'wait', idempotencyKey: null, inputHash: null,
-      state: 'reserved', attempt: 1, expectedAttempt: null, inFlight: false, deadlineInMs: timeoutMs, result: { signals: names },
+    const info = { kind: 'wait', name: stepName, stepKey: key, attempt: 1, signals: names, until: timeoutMs === null ? null : new Date(run.dbNow() + timeoutMs) } as const;
+    const first = await run.instrument(info, async (facts) => {
+      const found = await consume(run, stepName, key, names);
+      if (found) {
+        facts.output = found.result;
+        return { found } as const;
+      }
+      const written = await run.write({
+        stepName, stepKey: key, kind: 'wait', idempotencyKey: null, inputHash: null,
+        state: 'reserved', attempt: 1, expectedAttempt: null, inFlight: false, deadlineInMs: timeoutMs, result: { signals: names },
+      });
+      return { written } as const;
     });
-    target = timeoutMs === null ? null : written.deadlineAt;
+    if (first.found) return settled(run, key, first.found);
+    target = timeoutMs === null ? null : first.written.deadlineAt;
   }
   return run.awaitExternal<ReceivedSignal<unknown>>(
     key,
@@ -86,7 +93,7 @@ async function receive(run: Execution, stepName: string, key: string, recorded: 
 }
 
 async function consume(run: Execution, stepName: string, key: string, names: string[]): Promise<ConsumedSignal | null> {
-  const ids = activeTraceIds();
+  const ids = run.traceIds(key);
   const found = await withReconnects(
     () => consumeSignal(run.pool, run.fence, { operationId: uuidv7(), names, stepName, stepKey: key, seq: run.takeSeq(), traceId: ids.traceId, spanId: ids.spanId }),
     run.onError,

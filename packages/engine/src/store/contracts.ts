@@ -83,7 +83,8 @@ export async function sealContract(db: Queryable, fence: Fence, a: SealArgs): Pr
       ), e AS (
         INSERT INTO ratchet.events (tenant_id, task_id, seq, event_type, actor_id, payload, trace_id, span_id, created_at)
         SELECT t.tenant_id, t.id, t.state_version, 'contract_sealed', $3,
-               jsonb_build_object('contractId', $5::uuid, 'hash', $10::text, 'step', $13::text), t.trace_id, t.span_id, ratchet.now()
+               jsonb_build_object('contractId', $5::uuid, 'hash', $10::text, 'step', $13::text),
+               coalesce($16::text, t.trace_id), coalesce($17::text, t.span_id), ratchet.now()
           FROM t
       )
       SELECT (SELECT count(*) FROM f)::int AS fenced, (SELECT state_version FROM t) AS "stateVersion",
@@ -189,7 +190,7 @@ export async function settleContract(tx: pg.PoolClient, fence: Fence, s: Settlem
         RETURNING t.tenant_id, t.id, t.state_version, t.trace_id, t.span_id
       ), e AS (
         INSERT INTO ratchet.events (tenant_id, task_id, seq, event_type, actor_id, payload, trace_id, span_id, created_at)
-        SELECT t.tenant_id, t.id, t.state_version, $17, $3, $18, t.trace_id, t.span_id, ratchet.now() FROM t
+        SELECT t.tenant_id, t.id, t.state_version, $17, $3, $18, coalesce($14::text, t.trace_id), coalesce($15::text, t.span_id), ratchet.now() FROM t
       ), n AS (
         -- Wakes idle relays, delivered at COMMIT; only when there are messages (a NOTIFY takes a cluster-wide lock at commit).
         SELECT pg_notify('${OUTBOX_CHANNEL}', '') WHERE jsonb_array_length($16::jsonb) > 0

@@ -362,6 +362,9 @@ export interface Transition {
   /** For waiting: the signal counter the owner saw before it last looked for signals; if it moved, the run is due at once. */
   expectedSignalSeq?: number;
   policyVersion?: string | null;
+  /** The span ids for the event (the segment that made the change); default the run's origin ids. */
+  traceId?: string | null;
+  spanId?: string | null;
 }
 
 /**
@@ -394,7 +397,7 @@ export async function transitionTask(db: Queryable, fence: Fence, to: Transition
         RETURNING t.tenant_id, t.id, t.state_version, t.result_awaited, t.trace_id, t.span_id, t.concurrency_key, t.workflow_name
       ), e AS (
         INSERT INTO ratchet.events (tenant_id, task_id, seq, event_type, actor_id, payload, policy_version, trace_id, span_id, created_at)
-        SELECT t.tenant_id, t.id, t.state_version, $6, $3, $10, $12, t.trace_id, t.span_id, ratchet.now() FROM t
+        SELECT t.tenant_id, t.id, t.state_version, $6, $3, $10, $12, coalesce($13::text, t.trace_id), coalesce($14::text, t.span_id), ratchet.now() FROM t
       ), n AS (
         SELECT pg_notify('${DONE_CHANNEL}', t.id::text) FROM t
          WHERE t.result_awaited AND $5 IN ('completed', 'failed', 'cancelled')
@@ -416,6 +419,8 @@ export async function transitionTask(db: Queryable, fence: Fence, to: Transition
       to.payload === undefined ? null : JSON.stringify(to.payload),
       to.expectedSignalSeq ?? null,
       to.policyVersion ?? null,
+      to.traceId ?? null,
+      to.spanId ?? null,
     ],
   });
   return rows[0]?.stateVersion ?? null;
