@@ -28,6 +28,7 @@ import { LeaseKeeper } from './worker/lease.js';
 import { Listener } from './worker/listener.js';
 import { RunningExecutions } from './worker/running.js';
 import { ConcurrencyLimits } from './concurrency.js';
+import { Tenants, type PurgeHook } from './tenants/tenants.js';
 import { Worker, type WorkerOptions } from './worker/worker.js';
 import { Relay, type RelayOptions } from './relay/relay.js';
 import type { FaultHooks } from './faults.js';
@@ -67,6 +68,8 @@ export interface EngineOptions {
    * a run starts and stored with it.
    */
   concurrencyLimits?: Readonly<Record<string, number>>;
+  /** Application tables' share of `engine.tenants.purge`: each deletes a batch of the tenant's rows (docs/tenancy.md). */
+  purgeHooks?: readonly PurgeHook[];
   /** Claims without progress before a run is parked as a poison pill. Default 10. */
   maxClaims?: number;
   /**
@@ -111,6 +114,8 @@ export interface Engine {
   readonly contracts: { stats(options?: { since?: Date; tenantId?: string }): Promise<ContractStatsReport> };
   /** Cron schedules that start runs, each slot exactly once (every started worker ticks them). */
   readonly schedules: Schedules;
+  /** Tenant-wide operations: `purge(tenantId)`, `sessionProof(tenantId)` for the row-level-security role. */
+  readonly tenants: Tenants;
   /** A worker for the engine's workflows; `start()` it. */
   worker(options?: WorkerOptions): Worker;
   /** An outbox relay that publishes `ctx.emit` and contract messages at least once; `start()` it. */
@@ -174,6 +179,7 @@ export async function createEngine(options: EngineOptions = {}): Promise<Engine>
     client,
     contracts: new ContractStats(core.pool),
     schedules: new Schedules(core, owner),
+    tenants: new Tenants(core.pool, owner, options.purgeHooks ?? [], onError),
     migrate: () => migrateSchema(core.pool),
     checkSchema: () => checkSchema(core.pool),
     worker(workerOptions) {

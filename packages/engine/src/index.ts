@@ -53,5 +53,7 @@ export type { ScheduledRun, TickResult } from './schedules/scheduler.js';
 export { ON_TIME_TOLERANCE_MS } from './schedules/slots.js';
 export type { InferRecord } from './runtime/infer.js';
 export { DEFAULT_TENANT_ID } from './ids.js';
+export { Tenants, PURGE_POLICY } from './tenants/tenants.js';
+export type { PurgeHook, PurgeOptions, PurgeReport } from './tenants/tenants.js';
 export { TASK_STATES, OPERATION_STATES, OPERATION_KINDS, EVENT_TYPES, CONTRACT_STATUSES, CATCH_UP_POLICIES } from './schema/index.js';
 export type { TaskState, OperationState, OperationKind, EventType, ContractStatus, CatchUpPolicy } from './schema/index.js';
