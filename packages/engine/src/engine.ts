@@ -29,6 +29,7 @@ import { Listener } from './worker/listener.js';
 import { RunningExecutions } from './worker/running.js';
 import { ConcurrencyLimits } from './concurrency.js';
 import { Tenants, type PurgeHook } from './tenants/tenants.js';
+import { makeRedaction, type Redactor } from './redact.js';
 import { Worker, type WorkerOptions } from './worker/worker.js';
 import { Relay, type RelayOptions } from './relay/relay.js';
 import type { FaultHooks } from './faults.js';
@@ -70,6 +71,12 @@ export interface EngineOptions {
   concurrencyLimits?: Readonly<Record<string, number>>;
   /** Application tables' share of `engine.tenants.purge`: each deletes a batch of the tenant's rows (docs/tenancy.md). */
   purgeHooks?: readonly PurgeHook[];
+  /**
+   * Runs after the default redaction of every stored error and event payload (secret-named
+   * fields, bearer tokens and key-shaped strings replaced, sizes capped; redact.ts); returns what
+   * to store. Default: the defaults only.
+   */
+  redact?: Redactor;
   /** Claims without progress before a run is parked as a poison pill. Default 10. */
   maxClaims?: number;
   /**
@@ -140,6 +147,7 @@ export async function createEngine(options: EngineOptions = {}): Promise<Engine>
     maxSamples: options.maxSamples ?? 3,
     recordPrompts: options.recordPrompts === true,
     policyVersion: options.policyVersion ?? null,
+    redaction: makeRedaction(options.redact),
   };
   if (!Number.isInteger(runtime.maxSamples) || runtime.maxSamples < 1 || runtime.maxSamples > 100) {
     throw new ValidationError('must be an integer from 1 to 100', { path: ['maxSamples'] });

@@ -232,7 +232,7 @@ export class Client {
     const settled =
       'result' in outcome
         ? { state: 'succeeded' as const, result: recordedValue(outcome.result, 'result'), error: null }
-        : { state: 'failed' as const, result: undefined, error: errorOf(outcome.error) };
+        : { state: 'failed' as const, result: undefined, error: this.#core.runtime.redaction.error(errorOf(outcome.error), runId) };
     const moved = await resolveOperation(this.#core.pool, { tenantId, taskId: runId.toLowerCase(), stepKey, ...settled, actorId: this.#actorId });
     if (!moved) {
       throw new RatchetError(`run ${runId} is not parked on step ${stepKey} (or does not exist)`, { code: 'NOT_PARKED', runId, step: stepKey });

@@ -30,6 +30,7 @@
  * replaced it. Delivery is at least once — a message published just before its relay died is
  * published again with the same `key` — so consumers deduplicate on `key`.
  */
+import { redactText } from '../redact.js';
 import type pg from 'pg';
 import { parseDuration, resolveRetryPolicy, retryDelay, TimeoutError, ValidationError, type Duration, type ResolvedRetryPolicy, type RetryPolicy } from '@ratchet/sdk';
 import type { EngineCore } from '../core.js';
@@ -325,7 +326,7 @@ function lastError(error: unknown): string {
   const message = isObject && typeof e.message === 'string' ? e.message : String(error);
   const code = isObject && (typeof e.code === 'string' || typeof e.code === 'number') ? e.code : undefined;
   const bounded = message.length > LAST_ERROR_MESSAGE_CHARS ? `${message.slice(0, LAST_ERROR_MESSAGE_CHARS)}…` : message;
-  return JSON.stringify({ name, ...(code !== undefined ? { code } : {}), message: bounded });
+  return JSON.stringify({ name, ...(code !== undefined ? { code } : {}), message: redactText(bounded) });
 }
 
 function checkedOptions(options: RelayOptions): RelayOptions {

@@ -281,7 +281,7 @@ async function apply(run: Execution, client: pg.PoolClient, name: string, key: s
 
 /** Marks the contract failed with the rejection, records the step's error and the event, in the open transaction. */
 async function reject(run: Execution, client: pg.PoolClient, name: string, key: string, row: ContractRecord, rejection: Rejection): Promise<Attempt> {
-  const error = serializeError(rejection.error);
+  const error = run.options.redaction.error(serializeError(rejection.error), run.runId);
   const settled = await settleContract(client, run.fence, {
     contractId: row.id,
     status: 'failed',

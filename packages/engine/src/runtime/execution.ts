@@ -57,6 +57,7 @@ import type { RunningExecutions } from '../worker/running.js';
 import type { OperationKind } from '../schema/index.js';
 import type { ContractRegistry } from '../contracts/registry.js';
 import { readSignalSeq } from '../store/signals.js';
+import type { Redaction } from '../redact.js';
 import { createContext } from './context.js';
 import { recordedValue } from './json.js';
 import { ReplayOrder } from './replay-order.js';
@@ -80,6 +81,8 @@ export interface RuntimeOptions {
   recordPrompts: boolean;
   /** Policy version recorded on events. */
   policyVersion: string | null;
+  /** Applied to every stored error and event payload (redact.ts). */
+  redaction: Redaction;
 }
 
 export type Outcome =
@@ -595,6 +598,7 @@ export class Execution {
     if (this.#settling) return NEVER;
     const ids = this.traceIds(op.stepKey);
     const full: OperationWrite = { ...op, id: op.id ?? uuidv7(), seq: op.seq ?? this.#nextSeq++, traceId: ids.traceId, spanId: ids.spanId };
+    if (full.error) full.error = this.#deps.options.redaction.error(full.error, this.runId);
     const written = await writeCheckpoint(this.#deps.pool, this.fence, full, this.#deps.onError, statement && (() => statement(full)));
     if (written === 'lost') {
       this.#lose();
@@ -739,6 +743,9 @@ export class Execution {
               }
             : { state: outcome.state, event: outcome.state, error: outcome.error, payload: { code: outcome.error.code ?? null, error: outcome.error.name } };
     transition.policyVersion = this.#deps.options.policyVersion;
+    const redaction = this.#deps.options.redaction;
+    if (transition.error) transition.error = redaction.error(transition.error, this.runId);
+    if (transition.payload) transition.payload = redaction.payload(transition.payload, this.runId);
     // The event carries this segment's span (a resumed segment links to it); none: the run's origin.
     if (this.#segmentIds.traceId) {
       transition.traceId = this.#segmentIds.traceId;
