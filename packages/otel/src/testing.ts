@@ -52,7 +52,7 @@ export function captureSpans(config: RatchetInstrumentationConfig = {}): SpanCap
   };
 }
 
-const SHOWN = ['ratchet.segment.outcome', 'ratchet.segment.resumed_after', 'gen_ai.response.model', 'gen_ai.usage.input_tokens', 'gen_ai.usage.output_tokens', 'gen_ai.tool.call.id', 'ratchet.contract.status', 'error.type'];
+const SHOWN = ['ratchet.segment.outcome', 'ratchet.infer.accepted', 'ratchet.segment.resumed_after', 'gen_ai.response.model', 'gen_ai.usage.input_tokens', 'gen_ai.usage.output_tokens', 'gen_ai.tool.call.id', 'ratchet.contract.status', 'error.type'];
 
 /** Spans as an indented tree by parent; roots (and spans whose parent was not captured) at the left. Links are shown as `↪`. */
 export function formatSpanTree(spans: readonly ReadableSpan[]): string {
