@@ -16,6 +16,21 @@ import type { TestDatabase } from '../helpers/database.js';
 import { APP_DDL, appActions, appChecks, appTables } from '../fixtures/triage.js';
 import { collectMetrics, eventIds, operationIds, RESPONSE_MODEL, supportAgent } from './agent.js';
 
+/** The query of docs/observability.md, "From a failed row to its trace". */
+const FAILED_RUNS_SQL = `
+SELECT t.id AS run_id, t.workflow_name, t.error->>'code' AS code, t.error->>'message' AS message,
+       e.trace_id AS failed_in_trace, e.span_id AS segment_span,
+       o.step_key AS failed_step, o.span_id AS step_span,
+       t.trace_id AS origin_trace
+  FROM ratchet.tasks t
+  JOIN ratchet.events e ON e.tenant_id = t.tenant_id AND e.task_id = t.id AND e.seq = t.state_version
+  LEFT JOIN LATERAL (
+    SELECT step_key, span_id FROM ratchet.operations o
+     WHERE o.tenant_id = t.tenant_id AND o.task_id = t.id AND o.state IN ('failed', 'unknown')
+     ORDER BY o.seq DESC LIMIT 1) o ON true
+ WHERE t.state IN ('failed', 'parked') AND t.updated_at > now() - interval '1 day'
+ ORDER BY t.updated_at DESC`;
+
 let db: TestDatabase;
 const engineOptions = { actions: appActions, checks: appChecks, contractTables: appTables };
 
@@ -191,6 +206,35 @@ describe('an agent run, traced', () => {
     expect(segment!.status.code).toBe(SpanStatusCode.ERROR);
     expect(segment!.attributes).toMatchObject({ 'error.type': 'STEP_FAILED', 'ratchet.segment.outcome': 'failed' });
     expect((await eventIds(db, result.runId)).at(-1)).toEqual({ type: 'failed', ...ids(segment!) });
+
+    // docs/observability.md: from the failed row to its trace, segment and failing step.
+    const { rows } = await db.pool.query(FAILED_RUNS_SQL);
+    expect(rows.find((r) => r.run_id === result.runId)).toMatchObject({
+      code: 'STEP_FAILED',
+      failed_in_trace: segment!.spanContext().traceId,
+      segment_span: segment!.spanContext().spanId,
+      failed_step: 'charge_card#1',
+      step_span: tool!.spanContext().spanId,
+    });
+  });
+
+  it('a rejected contract leads to its commit span (docs/observability.md)', async () => {
+    const capture = captureSpans();
+    const engine = await engineOn(db, { workflows: [supportAgent], ...engineOptions, instrumentation: capture.instrumentation });
+    const result = await engine.run(supportAgent, { ticket: 'nobody', userId: 999 }); // no such user: the exists dependency fails
+    expect(result.state).toBe('failed');
+    const [commit] = capture.named('commit');
+    expect(commit!.attributes).toMatchObject({ 'ratchet.contract.status': 'failed', 'error.type': 'CONTRACT_REJECTED' });
+    expect(String(commit!.attributes['ratchet.contract.rejection_reason'])).toBe('dependency');
+    const { rows } = await db.pool.query(
+      `SELECT c.id, c.error_detail->>'reason' AS reason, o.trace_id, o.span_id
+         FROM ratchet.contracts c
+         JOIN ratchet.operations o ON o.tenant_id = c.tenant_id AND o.task_id = c.task_id AND o.kind = 'commit'
+                                  AND o.step_key LIKE 'commit:' || c.id || '#%'
+        WHERE c.status = 'failed' AND c.tenant_id = $1 AND c.task_id = $2`,
+      ['00000000-0000-0000-0000-000000000000', result.runId],
+    );
+    expect(rows).toEqual([{ id: expect.any(String), reason: 'dependency', ...{ trace_id: ids(commit!).traceId, span_id: ids(commit!).spanId } }]);
   });
 
   it('costs nothing but a property read when no hooks are installed: rows carry the caller’s ids, no spans', async () => {
