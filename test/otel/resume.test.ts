@@ -147,4 +147,43 @@ describe('a run resumed on another engine', () => {
     // The signal sent before the wait was reached is consumed at once: one resumed segment only.
     expect(segment2!.attributes['ratchet.segment.outcome']).toBe('completed');
   });
+
+  it('after a worker is cut off mid-run, links the next segment to the last span it recorded (resumed_after=interrupted)', async () => {
+    const first = captureSpans();
+    const second = captureSpans();
+    let release!: () => void;
+    const hung = new Promise<void>((resolve) => (release = resolve));
+    const charged = workflow({ name: 'charged', version: '1', input: z.object({}) }, async (ctx) => {
+      const receipt = await ctx.effect('charge', { input: { cents: 500 }, execute: async () => ({ receipt: 'r-1' }) });
+      return ctx.step('confirm', () => `confirmed ${receipt.receipt}`);
+    });
+    // Engine A records the charge, then stalls (a GC pause, a partition) past its lease.
+    const engineA = await engineOn(db, {
+      workflows: [charged],
+      instrumentation: first.instrumentation,
+      leaseMs: 60_000,
+      faults: { afterRecord: () => hung },
+    });
+    const engineB = await engineOn(db, { workflows: [charged], instrumentation: second.instrumentation });
+    const direct = engineA.run(charged, {});
+    const runId = await eventually(async () => (await db.pool.query(`SELECT task_id FROM ratchet.operations WHERE step_key = 'charge#1' AND state = 'succeeded'`)).rows[0]?.task_id as string | undefined);
+    await db.pool.query(`UPDATE ratchet.tasks SET due_at = ratchet.now() - interval '1 second', lease_expires_at = ratchet.now() - interval '1 second' WHERE id = $1`, [runId]);
+    const worker = engineB.worker({ pollMs: 50 });
+    await worker.start();
+    try {
+      await eventually(async () => (await task(db, runId)).state === 'completed');
+    } finally {
+      await worker.stop();
+    }
+    release();
+    expect((await direct).state).toBe('completed'); // A stops writing: it reports the run as it finds it
+
+    const [effect] = first.named('effect');
+    const [segmentA] = first.named('invoke_workflow');
+    expect(segmentA!.attributes).toMatchObject({ 'ratchet.segment.outcome': 'lost', 'error.type': 'LEASE_LOST' });
+    const [segmentB] = second.named('invoke_workflow');
+    expect(segmentB!.attributes).toMatchObject({ 'ratchet.segment.resumed_after': 'interrupted', 'ratchet.segment.outcome': 'completed', 'ratchet.segment.replayed_steps': 1 });
+    expect(links(segmentB!).find((l) => l.type === 'previous_segment')).toEqual({ type: 'previous_segment', ...ids(effect!) });
+    expect(second.named('effect')).toEqual([]); // the recorded charge is not executed (or traced) again
+  });
 });
