@@ -237,6 +237,19 @@ describe('an agent run, traced', () => {
     expect(rows).toEqual([{ id: expect.any(String), reason: 'dependency', ...{ trace_id: ids(commit!).traceId, span_id: ids(commit!).spanId } }]);
   });
 
+  it('a child run started by a step has that step’s span as its origin', async () => {
+    const capture = captureSpans();
+    const child = workflow({ name: 'otel-child', version: '1', input: z.object({ n: z.number() }) }, async (_ctx, { n }) => n * 2);
+    const parent = workflow({ name: 'otel-parent', version: '1', input: z.object({}) }, async (ctx) => ctx.child('double', child, { n: 21 }));
+    const engine = await engineOn(db, { workflows: [parent, child], instrumentation: capture.instrumentation });
+    const result = await engine.run(parent, {});
+    expect(result.state).toBe('waiting'); // no worker runs the child here
+    const [span] = capture.named('child');
+    expect(span!.attributes).toMatchObject({ 'ratchet.child.workflow': 'otel-child', 'ratchet.step.key': 'double#1' });
+    const childRunId = String(span!.attributes['ratchet.child.run_id']);
+    expect(await task(db, childRunId)).toMatchObject({ parent_id: result.runId, ...{ trace_id: ids(span!).traceId, span_id: ids(span!).spanId } });
+  });
+
   it('costs nothing but a property read when no hooks are installed: rows carry the caller’s ids, no spans', async () => {
     const capture = captureSpans();
     const engine = await engineOn(db, { workflows: [supportAgent], ...engineOptions, instrumentation: false });
