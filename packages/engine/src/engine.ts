@@ -38,6 +38,7 @@ import type { Action, Check } from '@ratchet/sdk';
 import { ContractRegistry } from './contracts/registry.js';
 import { ContractStats, type ContractStatsReport } from './contracts/stats.js';
 import { Schedules } from './schedules/schedules.js';
+import { Retention } from './retention/retention.js';
 import type { Instrumentation } from './instrumentation.js';
 
 export interface EngineOptions {
@@ -114,6 +115,8 @@ export interface Engine {
    * The direct path: inserts the run already leased to this process and executes it inline
    * until it completes or suspends. A run that already holds the idempotency key is returned,
    * not executed. If this process dies, the lease expires and any worker resumes the run.
+   * A key whose run retention removed (its tombstone still lives) throws RunExpiredError with
+   * the run's id and outcome.
    */
   run<W extends Workflow<any, any, any>>(wf: W, input: WorkflowRawInput<W>, options?: Pick<StartOptions, 'tenantId' | 'idempotencyKey' | 'runId'>): Promise<RunResult<WorkflowOutput<W>>>;
   readonly client: Client;
@@ -121,6 +124,8 @@ export interface Engine {
   readonly contracts: { stats(options?: { since?: Date; tenantId?: string }): Promise<ContractStatsReport> };
   /** Cron schedules that start runs, each slot exactly once (every started worker ticks them). */
   readonly schedules: Schedules;
+  /** Removes finished runs after a while, keeping their keys as tombstones: `run(…)`, `schedule(…)` (docs/retention.md). */
+  readonly retention: Retention;
   /** Tenant-wide operations: `purge(tenantId)`, `sessionProof(tenantId)` for the row-level-security role. */
   readonly tenants: Tenants;
   /** A worker for the engine's workflows; `start()` it. */
@@ -181,12 +186,14 @@ export async function createEngine(options: EngineOptions = {}): Promise<Engine>
   const workers = new Set<Worker>();
   const relays = new Set<Relay>();
   let closed: Promise<void> | undefined;
+  const retention = new Retention(core.pool, { faults: core.faults, onError });
 
   return {
     pool: core.pool,
     client,
     contracts: new ContractStats(core.pool),
     schedules: new Schedules(core, owner),
+    retention,
     tenants: new Tenants(core.pool, owner, options.purgeHooks ?? [], onError),
     migrate: () => migrateSchema(core.pool),
     checkSchema: () => checkSchema(core.pool),
@@ -208,7 +215,10 @@ export async function createEngine(options: EngineOptions = {}): Promise<Engine>
       const row = await createLeasedTask(core.pool, task, owner, leaseMs);
       const claimedLocalAt = Date.now();
       if (!row) {
-        const existing = await existingRun(core, task);
+        const holder = await existingRun(core, task);
+        // Retention removed that run: its outcome is known, its output is not (docs/retention.md).
+        if ('expired' in holder) throw holder.expired;
+        const existing = holder.task;
         return resultOf(existing.id, existing.state, existing.output, existing.error);
       }
       const execution = new Execution(
@@ -226,6 +236,7 @@ export async function createEngine(options: EngineOptions = {}): Promise<Engine>
       (closed ??= (async () => {
         await Promise.all([...workers].map((w) => w.stop()));
         await Promise.all([...relays].map((r) => r.stop()));
+        await retention.stopAll();
         await core.listener.close();
         await database.close();
       })()),

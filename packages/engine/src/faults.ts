@@ -14,6 +14,8 @@ export const FAULT_POINTS = [
   'beforeCommit',
   'beforeCommitRetry',
   'afterCommitBeforePublish',
+  // A retention batch done but not committed (runId 'retention', attempt = the batch number).
+  'retentionBeforeCommit',
 ] as const;
 export type FaultPoint = (typeof FAULT_POINTS)[number];
 

@@ -53,6 +53,8 @@ export type { ScheduledRun, TickResult } from './schedules/scheduler.js';
 export { ON_TIME_TOLERANCE_MS } from './schedules/slots.js';
 export type { InferRecord } from './runtime/infer.js';
 export { DEFAULT_TENANT_ID } from './ids.js';
+export { Retention, DEFAULT_RUN_RETENTION, DEFAULT_KEY_RETENTION } from './retention/retention.js';
+export type { RetentionCounts, RetentionOptions, RetentionProgress, RetentionReport, RetentionSchedule, RetentionScheduleOptions } from './retention/retention.js';
 export { Tenants, PURGE_POLICY } from './tenants/tenants.js';
 export type { PurgeHook, PurgeOptions, PurgeReport } from './tenants/tenants.js';
 export { TASK_STATES, OPERATION_STATES, OPERATION_KINDS, EVENT_TYPES, CONTRACT_STATUSES, CATCH_UP_POLICIES } from './schema/index.js';

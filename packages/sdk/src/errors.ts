@@ -307,6 +307,61 @@ export class NotifyPayloadTooLargeError extends RatchetError {
 }
 nameClass(NotifyPayloadTooLargeError, 'NotifyPayloadTooLargeError');
 
+/**
+ * A run's idempotency key was found only as a tombstone: retention removed the run (its output
+ * with it), but the key is still remembered (docs/retention.md). `outcome` is how the run ended.
+ */
+export class RunExpiredError extends RatchetError {
+  declare readonly code: 'RUN_EXPIRED';
+  /** The run's idempotency key. */
+  declare readonly key?: string;
+  /** How the run ended: `completed`, `failed` or `cancelled`. */
+  declare readonly outcome?: string;
+  /** When the run finished (ISO 8601). */
+  declare readonly finishedAt?: string;
+  /** When the key will be forgotten (ISO 8601): after it, the key starts a new run. */
+  declare readonly expiresAt?: string;
+
+  constructor(message: string, options: RatchetErrorBaseOptions & { key?: string; outcome?: string; finishedAt?: string; expiresAt?: string } = {}) {
+    super(message, { ...options, code: 'RUN_EXPIRED' });
+    if (options.key !== undefined) this.key = options.key;
+    if (options.outcome !== undefined) this.outcome = options.outcome;
+    if (options.finishedAt !== undefined) this.finishedAt = options.finishedAt;
+    if (options.expiresAt !== undefined) this.expiresAt = options.expiresAt;
+  }
+}
+nameClass(RunExpiredError, 'RunExpiredError');
+
+/**
+ * An explicit effect or contract key was found only as a tombstone: the effect ran (or the
+ * contract was applied) in a run retention removed, so it is not executed again. `outcome` is
+ * how it ended (`succeeded`, `failed`, `unknown`, `committed`, …), `heldByRunId` the run that held it.
+ */
+export class KeyExpiredError extends RatchetError {
+  declare readonly code: 'KEY_EXPIRED';
+  declare readonly key?: string;
+  /** `effect` or `contract`. */
+  declare readonly scope?: string;
+  declare readonly outcome?: string;
+  /** The removed run that used the key. */
+  declare readonly heldByRunId?: string;
+  /** When the key will be forgotten (ISO 8601). */
+  declare readonly expiresAt?: string;
+
+  constructor(
+    message: string,
+    options: RatchetErrorBaseOptions & { key?: string; scope?: string; outcome?: string; heldByRunId?: string; expiresAt?: string } = {},
+  ) {
+    super(message, { ...options, code: 'KEY_EXPIRED' });
+    if (options.key !== undefined) this.key = options.key;
+    if (options.scope !== undefined) this.scope = options.scope;
+    if (options.outcome !== undefined) this.outcome = options.outcome;
+    if (options.heldByRunId !== undefined) this.heldByRunId = options.heldByRunId;
+    if (options.expiresAt !== undefined) this.expiresAt = options.expiresAt;
+  }
+}
+nameClass(KeyExpiredError, 'KeyExpiredError');
+
 function nameClass(cls: { prototype: Error }, name: string): void {
   // On the prototype (like built-in errors), so it is not an own enumerable field of instances.
   Object.defineProperty(cls.prototype, 'name', { value: name, enumerable: false, writable: true, configurable: true });
@@ -331,6 +386,8 @@ const ERROR_CLASSES = {
   NOT_FOUND: NotFoundError,
   SCHEMA_MISMATCH: SchemaMismatchError,
   NOTIFY_PAYLOAD_TOO_LARGE: NotifyPayloadTooLargeError,
+  RUN_EXPIRED: RunExpiredError,
+  KEY_EXPIRED: KeyExpiredError,
 } as const;
 
 /** The error class for each stable code. */

@@ -62,6 +62,8 @@ export {
   RatchetError,
   SchemaMismatchError,
   NotifyPayloadTooLargeError,
+  RunExpiredError,
+  KeyExpiredError,
   StepFailedError,
   TenantMismatchError,
   TimeoutError,

@@ -12,6 +12,7 @@ import {
   IdempotencyConflictError,
   NotFoundError,
   RatchetError,
+  RunExpiredError,
   TimeoutError,
   ValidationError,
   deserializeError,
@@ -38,11 +39,16 @@ import { DEFAULT_CONCURRENCY_LIMIT, type ConcurrencyLimits } from '../concurrenc
 import { cancelTree, sendSignal } from '../store/signals.js';
 import { DEADLOCK_DETECTED, sqlState } from '../store/sqlstate.js';
 import { recordedValue } from '../runtime/json.js';
+import { getTombstone, runScope } from '../store/tombstones.js';
 
 export interface StartOptions {
   /** The run's tenant (a UUID). Default: the default tenant. */
   tenantId?: string;
-  /** Starting again with the same key returns the same run; with other input, IdempotencyConflictError. */
+  /**
+   * Starting again with the same key returns the same run; with other input, IdempotencyConflictError.
+   * After retention removed the run, while its key's tombstone lives: a handle whose result() and
+   * status() reject with RunExpiredError (docs/retention.md).
+   */
   idempotencyKey?: string;
   /** The run's id (a UUID). Default: a new UUIDv7. */
   runId?: string;
@@ -137,17 +143,42 @@ export function newTaskFor(
   };
 }
 
-/** The run already holding `task`'s idempotency key, checked against its input. */
-export async function existingRun(core: EngineCore, task: NewTask): Promise<TaskRecord> {
-  const existing = await getTaskByKey(core.pool, task.tenantId, task.workflowName, task.idempotencyKey!);
-  if (!existing) throw new RatchetError('the idempotency key was taken and released concurrently; try again', { code: 'IDEMPOTENCY_RACE' });
-  if (existing.inputHash !== task.inputHash) {
+/** Who holds a start's idempotency key: a run, or (retention removed it) the run's tombstone. */
+export type KeyHolder = { task: TaskRecord } | { expired: RunExpiredError };
+
+/**
+ * The run already holding `task`'s idempotency key, checked against its input; when retention
+ * removed that run but its key's tombstone lives, a RunExpiredError saying how it ended. (The
+ * start statement found one of the two; retention removes a run and writes its tombstone in one
+ * transaction, so the second look finds the other when the first is gone.)
+ */
+export async function existingRun(core: EngineCore, task: NewTask): Promise<KeyHolder> {
+  const key = task.idempotencyKey!;
+  const existing = await getTaskByKey(core.pool, task.tenantId, task.workflowName, key);
+  const holder = existing ?? (await getTombstone(core.pool, task.tenantId, runScope(task.workflowName), key));
+  if (!holder) throw new RatchetError('the idempotency key was taken and released concurrently; try again', { code: 'IDEMPOTENCY_RACE' });
+  const holderId = 'runId' in holder ? holder.runId : holder.id;
+  if (holder.inputHash !== task.inputHash) {
     throw new IdempotencyConflictError(
-      `idempotency key "${task.idempotencyKey}" already started run ${existing.id} of ${task.workflowName} with a different input`,
-      { key: task.idempotencyKey!, runId: existing.id },
+      `idempotency key "${key}" already started run ${holderId} of ${task.workflowName} with a different input`,
+      { key, runId: holderId },
     );
   }
-  return existing;
+  if (existing) return { task: existing };
+  const tomb = holder as Exclude<typeof holder, TaskRecord>;
+  return {
+    expired: new RunExpiredError(
+      `run ${tomb.runId} of ${task.workflowName} (idempotency key "${key}") ${tomb.outcome} and was removed by retention; ` +
+        `its output is gone, and the key is remembered until ${tomb.expiresAt.toISOString()}`,
+      {
+        runId: tomb.runId,
+        key,
+        outcome: tomb.outcome,
+        expiresAt: tomb.expiresAt.toISOString(),
+        ...(tomb.finishedAt ? { finishedAt: tomb.finishedAt.toISOString() } : {}),
+      },
+    ),
+  };
 }
 
 export function runInfo(task: TaskRecord): RunInfo {
@@ -182,8 +213,10 @@ export class Client {
   async start<W extends Workflow<any, any, any>>(wf: W, input: WorkflowRawInput<W>, options: StartOptions = {}): Promise<RunHandle<WorkflowOutput<W>>> {
     const task = newTaskFor(wf, input, options, this.#actorId, this.#core.runtime.policyVersion, this.#core.limits);
     const row = await createTask(this.#core.pool, task);
-    const runId = row ? row.id : (await existingRun(this.#core, task)).id;
-    return this.handle<WorkflowOutput<W>>(runId, task.tenantId);
+    if (row) return this.handle<WorkflowOutput<W>>(row.id, task.tenantId);
+    const holder = await existingRun(this.#core, task);
+    if ('expired' in holder) return expiredHandle<WorkflowOutput<W>>(holder.expired, task.tenantId);
+    return this.handle<WorkflowOutput<W>>(holder.task.id, task.tenantId);
   }
 
   /** A handle on an existing run. */
@@ -336,6 +369,16 @@ export class Client {
       unsubscribe();
     }
   }
+}
+
+/** A handle on a run retention removed: its id, and RunExpiredError (with the outcome) from result() and status(). */
+function expiredHandle<O>(expired: RunExpiredError, tenantId: string): RunHandle<O> {
+  return {
+    runId: expired.runId!,
+    tenantId,
+    result: () => Promise.reject(expired),
+    status: () => Promise.reject(expired),
+  };
 }
 
 function settledResult<O>(task: TaskRecord): O {

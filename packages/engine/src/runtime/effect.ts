@@ -15,7 +15,9 @@
  * effect is executed again with the same key (at-least-once where the provider ignores keys).
  *
  * An explicit idempotency key is unique per tenant: reused by another run, it returns that run's
- * outcome when the input hash matches and IdempotencyConflictError when it does not.
+ * outcome when the input hash matches and IdempotencyConflictError when it does not. Once
+ * retention removed that run, its key's tombstone fails the step instead (KeyExpiredError;
+ * expired-keys.ts).
  */
 import {
   IdempotencyConflictError,
@@ -38,6 +40,7 @@ import { UNIQUE_VIOLATION, sqlState } from '../store/sqlstate.js';
 import { delay } from './checkpoint.js';
 import type { Execution } from './execution.js';
 import { recordedValue } from './json.js';
+import { refuseExpiredEffectKey } from './expired-keys.js';
 
 export type EffectKind = 'effect' | 'tool';
 
@@ -130,6 +133,8 @@ export async function runEffect<T, I>(
       if (sqlState(error) === UNIQUE_VIOLATION && expectedAttempt === null) return adoptForeignOutcome(run, base, key, spec);
       throw error;
     }
+    // An explicit key used by a run retention removed lives on only as a tombstone: never run again.
+    if (opts.idempotencyKey !== undefined) await refuseExpiredEffectKey(run, base, spec.idempotencyKey, attempt);
     await run.hook('afterReserveBeforeExecute', key, attempt);
     // Past its deadline, or no longer ours (a stall after reserving), the attempt belongs to
     // whoever resumes the run: they wait out the deadline, then reconcile. Never start it late.

@@ -10,10 +10,12 @@
  *
  * One statement stores the contract `sealed` with the seal's record and its event. Same key and
  * same hash: the same contract. Same key, other hash: ContractConflictError (recorded, so
- * replay rethrows it).
+ * replay rethrows it). A key whose contract retention removed (a live tombstone): KeyExpiredError,
+ * recorded the same way (expired-keys.ts).
  */
 import {
   ContractConflictError,
+  RatchetError,
   ValidationError,
   hashCanonical,
   parseWithSchema,
@@ -26,6 +28,7 @@ import { uuidv7 } from '../ids.js';
 import { getContractByKey, ownedVersion, sealContract } from '../store/contracts.js';
 import type { OperationRecord } from '../store/rows.js';
 import { withReconnects } from './checkpoint.js';
+import { contractKeyExpired } from './expired-keys.js';
 import type { Execution } from './execution.js';
 
 /** The contract format version written into every body. */
@@ -98,7 +101,18 @@ export async function runSeal(run: Execution, name: string, key: string, recorde
     return sealed;
   }
   // The key already holds a contract: the same one (same hash), or a conflict.
-  const existing = (await getContractByKey(run.pool, run.tenantId, sealed.idempotencyKey))!;
+  const existing = await getContractByKey(run.pool, run.tenantId, sealed.idempotencyKey);
+  if (!existing) {
+    // Or its tombstone: retention removed the run whose contract held it (expired-keys.ts).
+    const expired = await contractKeyExpired(run, key, sealed.idempotencyKey);
+    if (!expired) throw new RatchetError('the contract key was taken and released concurrently; try again', { code: 'IDEMPOTENCY_RACE', runId: run.runId, step: key });
+    const written = await run.write({
+      stepName: name, stepKey: key, kind: 'seal', idempotencyKey: null, inputHash: null, state: 'failed',
+      attempt: 1, expectedAttempt: null, inFlight: false, deadlineInMs: null, error: serializeError(expired),
+    });
+    run.fact(key, written.completedAt);
+    throw expired;
+  }
   if (existing.id === sealed.id) {
     // Our own statement, repeated after its answer was lost: it had landed (record and event too).
     const version = await ownedVersion(run.pool, run.fence);

@@ -57,7 +57,7 @@ export type SealOutcome =
   | { status: 'exists' }
   | { status: 'fenced' };
 
-/** Seals in one statement; 'exists' when the key already holds a contract, 'fenced' when the run is not ours. */
+/** Seals in one statement; 'exists' when the key already holds a contract (or its tombstone), 'fenced' when the run is not ours. */
 export async function sealContract(db: Queryable, fence: Fence, a: SealArgs): Promise<SealOutcome> {
   const { rows } = await db.query<{ fenced: number; stateVersion: number | null; createdAt: Date | null }>({
     name: 'ratchet_seal_contract',
@@ -70,6 +70,9 @@ export async function sealContract(db: Queryable, fence: Fence, a: SealArgs): Pr
         INSERT INTO ratchet.contracts (tenant_id, id, task_id, idempotency_key, agent_id, contract_version, body, body_hash,
                                        status, step_key, created_at)
         SELECT f.tenant_id, $5, f.id, $6, $7, $8, $9, $10, 'sealed', $13, ratchet.now() FROM f
+         -- A key whose contract retention removed lives on as a tombstone: refused like a taken key.
+         WHERE NOT EXISTS (SELECT 1 FROM ratchet.idempotency_keys k
+                            WHERE k.key = $6 AND k.scope = 'contract' AND k.tenant_id = $1 AND k.expires_at > ratchet.now())
         ON CONFLICT (idempotency_key, tenant_id) DO NOTHING
         RETURNING id, created_at
       ), o AS (

@@ -52,13 +52,21 @@ const STARTED_EVENT = `
     SELECT t."tenantId", t.id, t."stateVersion", 'started', $14, $15, $16, t."traceId", t."spanId", t."createdAt" FROM t
   )`;
 
+// A key whose run retention removed lives on as a tombstone (store/tombstones.ts): the start is
+// refused inside the INSERT, and the caller finds the tombstone instead of a run. A keyless start
+// never evaluates the subquery (an InitPlan run only when the OR reaches it).
+const NO_LIVE_TOMBSTONE = `($5::text IS NULL OR NOT EXISTS (
+         SELECT 1 FROM ratchet.idempotency_keys k
+          WHERE k.key = $5 AND k.scope = 'run:' || $3::text AND k.tenant_id = $1::uuid AND k.expires_at > ratchet.now()))`;
+
 const insertPendingTask = {
   name: 'ratchet_insert_pending_task',
   text: `
     WITH t AS (
       INSERT INTO ratchet.tasks AS t (${INSERT_COLUMNS})
-      VALUES ($1, $2, $3, $4, 'pending', ratchet.now(), NULL, NULL, 0, $5, $6, $7, $8, $9, $10,
-              ratchet.now() + $11 * interval '1 millisecond', $12, $13, ratchet.now(), ratchet.now(), $17)
+      SELECT $1, $2, $3, $4, 'pending', ratchet.now(), NULL, NULL, 0, $5, $6, $7, $8, $9, $10,
+             ratchet.now() + $11 * interval '1 millisecond', $12, $13, ratchet.now(), ratchet.now(), $17
+       WHERE ${NO_LIVE_TOMBSTONE}
       ON CONFLICT (idempotency_key, workflow_name, tenant_id) WHERE idempotency_key IS NOT NULL DO NOTHING
       RETURNING ${TASK_COLUMNS}
     ), ${STARTED_EVENT},
@@ -72,9 +80,10 @@ const insertLeasedTask = {
   text: `
     WITH t AS (
       INSERT INTO ratchet.tasks AS t (${INSERT_COLUMNS})
-      VALUES ($1, $2, $3, $4, 'running', ratchet.now() + $18 * interval '1 millisecond', $19,
-              ratchet.now() + $18 * interval '1 millisecond', 1, $5, $6, $7, $8, $9, $10,
-              ratchet.now() + $11 * interval '1 millisecond', $12, $13, ratchet.now(), ratchet.now(), $17)
+      SELECT $1, $2, $3, $4, 'running', ratchet.now() + $18 * interval '1 millisecond', $19,
+             ratchet.now() + $18 * interval '1 millisecond', 1, $5, $6, $7, $8, $9, $10,
+             ratchet.now() + $11 * interval '1 millisecond', $12, $13, ratchet.now(), ratchet.now(), $17
+       WHERE ${NO_LIVE_TOMBSTONE}
       ON CONFLICT (idempotency_key, workflow_name, tenant_id) WHERE idempotency_key IS NOT NULL DO NOTHING
       RETURNING ${TASK_COLUMNS}
     ), ${STARTED_EVENT}
@@ -103,13 +112,13 @@ function insertValues(task: NewTask): unknown[] {
   ];
 }
 
-/** Inserts a pending run with its `started` event and wakes workers; null when the idempotency key exists. */
+/** Inserts a pending run with its `started` event and wakes workers; null when the idempotency key exists (as a run or a live tombstone). */
 export async function createTask(db: Queryable, task: NewTask): Promise<TaskRecord | null> {
   const { rows } = await db.query<TaskRecord>({ ...insertPendingTask, values: insertValues(task) });
   return rows[0] ?? null;
 }
 
-/** Inserts a run already leased to `owner` (the direct path); null when the idempotency key exists. */
+/** Inserts a run already leased to `owner` (the direct path); null when the idempotency key exists (as a run or a live tombstone). */
 export async function createLeasedTask(db: Queryable, task: NewTask, owner: string, leaseMs: number): Promise<TaskRecord | null> {
   const { rows } = await db.query<TaskRecord>({ ...insertLeasedTask, values: [...insertValues(task), leaseMs, owner] });
   return rows[0] ?? null;
