@@ -151,6 +151,13 @@ async function settleStep(run: Execution, name: string, key: string, contract: S
         if (attempt < MAX_ATTEMPTS) await delay(Math.min(2_000, 20 * 2 ** attempt) * (0.5 + Math.random()));
     }
   }
+  // A database that stayed unreachable (a restart longer than the retries) is not the contract's
+  // failure: stop the segment, as a lost checkpoint does; the lease expires and the run resumes.
+  const state = sqlState(lastCause);
+  if (state !== SERIALIZATION_FAILURE && state !== DEADLOCK_DETECTED && (isConnectionError(lastCause) || isTransient(lastCause))) {
+    run.lose();
+    return NEVER;
+  }
   const failure = new StepFailedError(`commit of contract ${contract.id} did not get through after ${MAX_ATTEMPTS} attempts (serialization failures or lost connections)`, {
     runId: run.runId,
     step: key,
