@@ -20,7 +20,7 @@
 import { z } from 'zod';
 import { defineAction, workflow } from '@ratchet/sdk';
 import { createEngine } from '@ratchet/engine';
-import { captureSpans } from '../packages/otel/src/testing.js';
+import { captureSpans } from '@ratchet/otel/testing';
 
 const capture = captureSpans({ captureMessageContent: process.env.CAPTURE_CONTENT === '1' });
 
