@@ -8,13 +8,16 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { workflow } from '@ratchet/sdk';
 import { faultsFromEnv } from '@ratchet/engine/testing';
-import { engineOn, events, testDatabase } from '../helpers/engine.js';
+import { engineOn, eventually, events, testDatabase } from '../helpers/engine.js';
+import { APP_DDL, appActions, appChecks, appTables, triageWorkflow } from '../fixtures/triage.js';
 import type { TestDatabase } from '../helpers/database.js';
 
 let db: TestDatabase;
 beforeAll(async () => {
   db = await testDatabase();
   await db.pool.query(`CREATE TABLE charges (key text PRIMARY KEY, n int NOT NULL DEFAULT 1)`);
+  await db.pool.query(APP_DDL);
+  await db.pool.query(`INSERT INTO users (id, name) VALUES (7, 'grace')`);
 });
 
 describe('faultsFromEnv', () => {
@@ -75,5 +78,33 @@ describe('faultsFromEnv', () => {
     expect(types.at(-1)).toBe('completed');
     const cut = await db.pool.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database()`);
     expect(cut.rows[0].n).toBeGreaterThan(0); // the pools reconnected
+  });
+
+  it('a commit cut off on every attempt stops its segment (no StepFailedError); the run resumes and commits once', async () => {
+    const drop = faultsFromEnv({ RATCHET_FAULTS: 'beforeCommit:drop@*', DATABASE_URL: db.url }).beforeCommit!;
+    let cut = 0;
+    const triage = triageWorkflow(async () => {});
+    const options = { workflows: [triage], actions: appActions, checks: appChecks, contractTables: appTables, leaseMs: 1_500 };
+    // Every attempt of the first segment loses its connection inside the commit transaction, as
+    // a restart longer than the retries would; afterwards the database is fine.
+    const doomed = await engineOn(db, { ...options, faults: { beforeCommit: async (c) => (cut < 6 ? (cut += 1, await drop(c)) : undefined) } });
+    const first = await doomed.run(triage, { ticket: 'printer on fire', userId: 7 }).catch((error: unknown) => ({ error }));
+    expect(cut).toBe(6);
+    expect('state' in first ? first.state : 'lost').not.toBe('failed');
+    const runId = (await db.pool.query(`SELECT id FROM ratchet.tasks WHERE workflow_name = 'triage'`)).rows[0].id as string;
+    const healthy = await engineOn(db, options);
+    const worker = healthy.worker({ pollMs: 200 });
+    await worker.start();
+    const output = await eventually(async () => {
+      const { rows } = await db.pool.query(`SELECT state, output FROM ratchet.tasks WHERE id = $1`, [runId]);
+      return rows[0].state === 'completed' || rows[0].state === 'failed' ? rows[0] : null;
+    }, 30_000);
+    await worker.stop();
+    expect(output.state).toBe('completed');
+    expect(output.output.status).toBe('committed');
+    const tickets = await db.pool.query(`SELECT count(*)::int AS n FROM tickets WHERE user_id = 7`);
+    expect(tickets.rows[0].n).toBe(1);
+    const contract = await db.pool.query(`SELECT status FROM ratchet.contracts WHERE task_id = $1`, [runId]);
+    expect(contract.rows).toEqual([{ status: 'committed' }]);
   });
 });
