@@ -136,6 +136,14 @@ tenant_secret.secret text NOT NULL DEFAULT (md5(((random())::text || (clock_time
 tenant_sessions.pid integer NOT NULL
 tenant_sessions.backend_start timestamp with time zone NOT NULL
 tenant_sessions.tenant_id uuid NOT NULL
+workers.id text NOT NULL
+workers.host text NOT NULL
+workers.pid integer NOT NULL
+workers.workflows jsonb NOT NULL
+workers.concurrency integer NOT NULL
+workers.heartbeat_ms integer NOT NULL
+workers.started_at timestamp with time zone NOT NULL DEFAULT now()
+workers.heartbeat_at timestamp with time zone NOT NULL DEFAULT now()
 
 -- constraints
 clock CONSTRAINT clock_is_single_row CHECK (single)
@@ -146,7 +154,7 @@ contracts CONSTRAINT contracts_status_is_known CHECK ((status = ANY (ARRAY['seal
 contracts CONSTRAINT contracts_task_same_tenant FOREIGN KEY (tenant_id, task_id) REFERENCES ratchet.tasks(tenant_id, id) ON DELETE CASCADE
 events CONSTRAINT events_pkey PRIMARY KEY (tenant_id, task_id, seq)
 events CONSTRAINT events_task_same_tenant FOREIGN KEY (tenant_id, task_id) REFERENCES ratchet.tasks(tenant_id, id) ON DELETE CASCADE
-events CONSTRAINT events_type_is_known CHECK ((event_type = ANY (ARRAY['started'::text, 'claimed'::text, 'released'::text, 'lease_reclaimed'::text, 'sleeping'::text, 'woke'::text, 'waiting'::text, 'signalled'::text, 'parked'::text, 'resolved'::text, 'contract_sealed'::text, 'contract_committed'::text, 'contract_failed'::text, 'completed'::text, 'failed'::text, 'cancelled'::text])))
+events CONSTRAINT events_type_is_known CHECK ((event_type = ANY (ARRAY['started'::text, 'claimed'::text, 'released'::text, 'lease_reclaimed'::text, 'sleeping'::text, 'woke'::text, 'waiting'::text, 'signalled'::text, 'parked'::text, 'resolved'::text, 'retried'::text, 'contract_sealed'::text, 'contract_committed'::text, 'contract_failed'::text, 'completed'::text, 'failed'::text, 'cancelled'::text])))
 idempotency_keys CONSTRAINT idempotency_keys_outcome_is_known CHECK ((outcome = ANY (ARRAY['completed'::text, 'failed'::text, 'cancelled'::text, 'succeeded'::text, 'unknown'::text, 'committed'::text])))
 idempotency_keys CONSTRAINT idempotency_keys_pkey PRIMARY KEY (tenant_id, id)
 operations CONSTRAINT operations_attempt_positive CHECK ((attempt > 0))
@@ -175,6 +183,9 @@ tenant_purges CONSTRAINT tenant_purges_state_is_known CHECK ((state = ANY (ARRAY
 tenant_secret CONSTRAINT tenant_secret_is_single_row CHECK (single)
 tenant_secret CONSTRAINT tenant_secret_pkey PRIMARY KEY (single)
 tenant_sessions CONSTRAINT tenant_sessions_pkey PRIMARY KEY (pid)
+workers CONSTRAINT workers_heartbeat_positive CHECK ((heartbeat_ms > 0))
+workers CONSTRAINT workers_pkey PRIMARY KEY (id)
+workers CONSTRAINT workers_workflows_is_array CHECK ((jsonb_typeof(workflows) = 'array'::text))
 
 -- indexes
 CREATE UNIQUE INDEX clock_pkey ON ratchet.clock (single)
@@ -209,6 +220,8 @@ CREATE UNIQUE INDEX tenant_purges_one_running ON ratchet.tenant_purges (tenant_i
 CREATE UNIQUE INDEX tenant_purges_pkey ON ratchet.tenant_purges (tenant_id, id)
 CREATE UNIQUE INDEX tenant_secret_pkey ON ratchet.tenant_secret (single)
 CREATE UNIQUE INDEX tenant_sessions_pkey ON ratchet.tenant_sessions (pid)
+CREATE INDEX workers_heartbeat ON ratchet.workers (heartbeat_at)
+CREATE UNIQUE INDEX workers_pkey ON ratchet.workers (id)
 
 -- triggers
 contracts TRIGGER contracts_guard BEFORE UPDATE ON ratchet.contracts FOR EACH ROW EXECUTE FUNCTION ratchet.contracts_guard()

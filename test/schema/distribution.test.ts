@@ -15,7 +15,8 @@ afterAll(async () => {
   await db?.drop();
 });
 
-const REFERENCE_TABLES = ['clock', 'tenant_secret', 'tenant_sessions'];
+// workers: engine-wide heartbeat rows (a worker serves every tenant); a Citus reference table too.
+const REFERENCE_TABLES = ['clock', 'tenant_secret', 'tenant_sessions', 'workers'];
 
 it('every key of every tenant table includes tenant_id, and foreign keys join on it', async () => {
   const { rows: keys } = await db.pool.query<{ table: string; name: string; kind: string; columns: string[]; referenced: string[] | null }>(`
@@ -34,7 +35,7 @@ it('every key of every tenant table includes tenant_id, and foreign keys join on
     ...uniques.filter((u) => !REFERENCE_TABLES.includes(u.table) && !u.columns.includes('tenant_id')).map((u) => `${u.table}.${u.name}`),
   ];
   expect(offenders).toEqual([]);
-  expect(keys.filter((k) => k.kind === 'p').map((k) => k.table).sort()).toEqual(['clock', 'contracts', 'events', 'idempotency_keys', 'operations', 'outbox', 'schedules', 'signals', 'tasks', 'tenant_purges', 'tenant_secret', 'tenant_sessions']);
+  expect(keys.filter((k) => k.kind === 'p').map((k) => k.table).sort()).toEqual(['clock', 'contracts', 'events', 'idempotency_keys', 'operations', 'outbox', 'schedules', 'signals', 'tasks', 'tenant_purges', 'tenant_secret', 'tenant_sessions', 'workers']);
 });
 
 it('no column of a ratchet table is fed by a sequence (ids are UUIDv7 made by the engine)', async () => {

@@ -3,7 +3,7 @@ import { isRatchetError } from '@ratchet/sdk';
 import { checkSchema, migrateSchema, migrationStatus } from '../../packages/engine/src/store/migrate.js';
 import { emptyDatabase, type TestDatabase } from '../helpers/database.js';
 
-const TABLES = ['clock', 'contracts', 'events', 'idempotency_keys', 'operations', 'outbox', 'schedules', 'signals', 'tasks', 'tenant_purges', 'tenant_secret', 'tenant_sessions'];
+const TABLES = ['clock', 'contracts', 'events', 'idempotency_keys', 'operations', 'outbox', 'schedules', 'signals', 'tasks', 'tenant_purges', 'tenant_secret', 'tenant_sessions', 'workers'];
 const dbs: TestDatabase[] = [];
 afterEach(async () => {
   await Promise.all(dbs.splice(0).map((d) => d.drop()));

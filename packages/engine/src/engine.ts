@@ -40,6 +40,7 @@ import { ContractStats, type ContractStatsReport } from './contracts/stats.js';
 import { Schedules } from './schedules/schedules.js';
 import { Retention } from './retention/retention.js';
 import type { Instrumentation } from './instrumentation.js';
+import { engineStats, type EngineStatsReport } from './client/inspect.js';
 
 export interface EngineOptions {
   /** A Postgres URL, a `pg.Pool` (left open on close), or `embedded({ dataDir })`. Default: `embedded()`. */
@@ -120,6 +121,12 @@ export interface Engine {
    */
   run<W extends Workflow<any, any, any>>(wf: W, input: WorkflowRawInput<W>, options?: Pick<StartOptions, 'tenantId' | 'idempotencyKey' | 'runId'>): Promise<RunResult<WorkflowOutput<W>>>;
   readonly client: Client;
+  /**
+   * What an operator watches (`ratchet stats`): the tenant's runs by state and version, the
+   * (workflow, version) pairs with runs but no live worker, the workers, the failure ratio of runs
+   * finished since `since` (default: the last hour) and contract health.
+   */
+  stats(options?: { tenantId?: string; since?: Date }): Promise<EngineStatsReport>;
   /** Operator metrics of sealed contracts. */
   readonly contracts: { stats(options?: { since?: Date; tenantId?: string }): Promise<ContractStatsReport> };
   /** Cron schedules that start runs, each slot exactly once (every started worker ticks them). */
@@ -192,6 +199,7 @@ export async function createEngine(options: EngineOptions = {}): Promise<Engine>
     pool: core.pool,
     client,
     contracts: new ContractStats(core.pool),
+    stats: (statsOptions) => engineStats(core, statsOptions),
     schedules: new Schedules(core, owner),
     retention,
     tenants: new Tenants(core.pool, owner, options.purgeHooks ?? [], onError),

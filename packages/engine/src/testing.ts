@@ -3,9 +3,15 @@
  *
  * @example
  * ```ts
- * import { shiftClock } from '@ratchet/engine/testing';
- * await shiftClock(engine.pool, '1d');   // sleeps, leases and timeouts come due without waiting
+ * import { createTestEngine } from '@ratchet/engine/testing';
+ * const t = await createTestEngine({ workflows: [reminder] });     // a fresh database, a virtual clock
+ * const run = await t.runToCompletion(reminder, { to: 'ada' });     // a one-day sleep: done in milliseconds
+ * expect(run.state).toBe('completed');
+ * await t.assertReplays(reminderV2, [run.runId]);                   // new code still replays old runs
+ * await t.close();
  * ```
+ *
+ * Lower level: `shiftClock(engine.pool, '1d')` moves the engine's SQL time on any database.
  */
 import type pg from 'pg';
 import { parseDuration, type Duration } from '@ratchet/sdk';
@@ -23,3 +29,8 @@ export async function resetClock(pool: pg.Pool): Promise<void> {
 
 export { faultsFromEnv, FAULT_POINTS } from './faults.js';
 export type { FaultHooks, FaultPoint, FaultContext, FaultAction, FaultsFromEnvOptions } from './faults.js';
+
+export { createTestEngine } from './testkit/test-engine.js';
+export type { CrashedRun, SettledRun, TestEngine, TestEngineOptions, VirtualClock } from './testkit/test-engine.js';
+export { assertReplays, replayRun } from './testkit/replay.js';
+export type { RecordedRun, ReplayOptions, ReplayReport } from './testkit/replay.js';

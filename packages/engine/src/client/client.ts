@@ -33,13 +33,16 @@ import { TASK_STATES, type TaskState } from '../schema/index.js';
 import { isUuid, uuidv7 } from '../ids.js';
 import { idempotencyKeyOf, tenantOf, type EngineCore } from '../core.js';
 import type { TaskRecord } from '../store/rows.js';
-import { awaitTask, createTask, DONE_CHANNEL, getTask, getTaskByKey, listTasks, type NewTask } from '../store/tasks.js';
+import { awaitTask, createTask, DONE_CHANNEL, getTask, getTaskByKey, type NewTask } from '../store/tasks.js';
 import { resolveOperation } from '../store/resolve.js';
 import { DEFAULT_CONCURRENCY_LIMIT, type ConcurrencyLimits } from '../concurrency.js';
 import { cancelTree, sendSignal } from '../store/signals.js';
 import { DEADLOCK_DETECTED, sqlState } from '../store/sqlstate.js';
 import { recordedValue } from '../runtime/json.js';
 import { getTombstone, runScope } from '../store/tombstones.js';
+import { listRuns } from '../store/inspect.js';
+import { inspectRun, type RunDetail } from './inspect.js';
+import { retryRun, type RetryResult } from './retry.js';
 
 export interface StartOptions {
   /** The run's tenant (a UUID). Default: the default tenant. */
@@ -239,16 +242,49 @@ export class Client {
     return runInfo(task);
   }
 
-  /** Runs of a tenant, newest first. Default limit 100 (at most 1000). */
-  async list(options: { tenantId?: string; state?: TaskState; workflow?: string; limit?: number } = {}): Promise<RunInfo[]> {
+  /**
+   * Runs of a tenant, newest first. Default limit 100 (at most 1000). `state` may list several;
+   * `version` and `createdAfter` / `createdBefore` narrow further (what `ratchet list` filters by).
+   */
+  async list(
+    options: { tenantId?: string; state?: TaskState | readonly TaskState[]; workflow?: string; version?: string; createdAfter?: Date; createdBefore?: Date; limit?: number } = {},
+  ): Promise<RunInfo[]> {
     const tenantId = tenantOf(options.tenantId);
-    if (options.state !== undefined && !(TASK_STATES as readonly string[]).includes(options.state)) {
-      throw new ValidationError(`must be one of ${TASK_STATES.join(', ')}`, { path: ['state'] });
+    const states = options.state === undefined ? undefined : typeof options.state === 'string' ? [options.state] : options.state;
+    for (const state of states ?? []) {
+      if (!(TASK_STATES as readonly string[]).includes(state)) throw new ValidationError(`must be one of ${TASK_STATES.join(', ')}`, { path: ['state'] });
+    }
+    for (const field of ['createdAfter', 'createdBefore'] as const) {
+      const at = options[field];
+      if (at !== undefined && (!(at instanceof Date) || Number.isNaN(at.getTime()))) throw new ValidationError('must be a valid Date', { path: [field] });
     }
     const limit = options.limit ?? 100;
     if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new ValidationError('must be an integer from 1 to 1000', { path: ['limit'] });
-    const rows = await listTasks(this.#core.pool, { tenantId, state: options.state, workflow: options.workflow, limit });
+    const rows = await listRuns(this.#core.pool, {
+      tenantId,
+      states,
+      workflow: options.workflow,
+      version: options.version,
+      createdAfter: options.createdAfter,
+      createdBefore: options.createdBefore,
+      limit,
+    });
     return rows.map(runInfo);
+  }
+
+  /** Everything recorded about a run — steps, events, contracts, signals, children (client/inspect.ts). NotFoundError for a run of another tenant. */
+  inspect(runId: string, options: { tenantId?: string } = {}): Promise<RunDetail> {
+    return inspectRun(this.#core, runId, options);
+  }
+
+  /**
+   * Re-runs a failed run from its failure point: the failed step's record is removed (kept in
+   * the `retried` event), every other record stays, and the run becomes pending; replay returns
+   * the recorded steps and runs the failed one again (client/retry.ts, docs/cli.md). A run that
+   * is not failed is a RatchetError with code NOT_FAILED.
+   */
+  retry(runId: string, options: { tenantId?: string } = {}): Promise<RetryResult> {
+    return retryRun(this.#core, this.#actorId, runId, options);
   }
 
   /**

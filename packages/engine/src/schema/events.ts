@@ -27,6 +27,8 @@ export const EVENT_TYPES = [
   'signalled',
   'parked',
   'resolved',
+  // An operator re-ran a failed run from its failure point (client.retry).
+  'retried',
   'contract_sealed',
   'contract_committed',
   'contract_failed',

@@ -17,3 +17,5 @@ export { schedules, CATCH_UP_POLICIES } from './schedules.js';
 export type { ScheduleRow, CatchUpPolicy } from './schedules.js';
 export { idempotencyKeys, tenantPurges, tenantSessions, tenantSecret, TOMBSTONE_OUTCOMES, PURGE_STATES } from './tenancy.js';
 export type { IdempotencyKeyRow, TenantPurgeRow } from './tenancy.js';
+export { workers } from './workers.js';
+export type { WorkerRow, ServedWorkflow } from './workers.js';

@@ -20,6 +20,7 @@ import { Execution, type Outcome } from '../runtime/execution.js';
 import { newOwnerId, type EngineCore } from '../core.js';
 import { LeaseKeeper } from './lease.js';
 import { Scheduler } from '../schedules/scheduler.js';
+import { Heartbeat } from './heartbeat.js';
 import { ValidationError } from '@ratchet/sdk';
 
 export interface WorkerOptions {
@@ -33,6 +34,8 @@ export interface WorkerOptions {
   workerId?: string;
   /** How long stop() lets in-flight runs finish before releasing them to other workers. Default 10 s. */
   shutdownGraceMs?: number;
+  /** How often the worker's row in `ratchet.workers` is refreshed; three missed beats and it counts as gone. Default 10 s. */
+  heartbeatMs?: number;
 }
 
 export interface WorkerStats {
@@ -61,6 +64,9 @@ export class Worker {
   /** Every started worker also ticks the cron schedules (schedules/scheduler.ts). */
   #scheduler: Scheduler | undefined;
   #stats = { claimed: 0, completed: 0, suspended: 0, failed: 0, lost: 0 };
+  readonly #heartbeatMs: number;
+  /** The worker's row in ratchet.workers while started (worker/heartbeat.ts). */
+  #heartbeat: Heartbeat | undefined;
 
   constructor(core: EngineCore, options: WorkerOptions = {}) {
     this.#core = core;
@@ -68,6 +74,7 @@ export class Worker {
     this.#concurrency = positiveInt(options.concurrency ?? 10, 'concurrency');
     this.#pollMs = positiveInt(options.pollMs ?? 5_000, 'pollMs');
     this.#graceMs = positiveInt(options.shutdownGraceMs ?? 10_000, 'shutdownGraceMs', true);
+    this.#heartbeatMs = positiveInt(options.heartbeatMs ?? 10_000, 'heartbeatMs');
     this.#leases = new LeaseKeeper(core.pool, this.workerId, positiveInt(options.leaseMs ?? core.leaseMs, 'leaseMs'), core.onError, core.faults);
   }
 
@@ -78,6 +85,13 @@ export class Worker {
       throw new ValidationError('the engine has no workflows to run: pass createEngine({ workflows: [...] })', { path: ['workflows'] });
     }
     await checkSchema(this.#core.pool);
+    const { names, versions } = this.#core.registry.pairs();
+    this.#heartbeat = new Heartbeat(
+      this.#core.pool,
+      { id: this.workerId, workflows: names.map((name, i) => ({ name, version: versions[i]! })), concurrency: this.#concurrency, heartbeatMs: this.#heartbeatMs },
+      this.#core.onError,
+    );
+    await this.#heartbeat.start();
     this.#stopping = false;
     this.#unsubscribe = await this.#core.listener.subscribe(WORK_CHANNEL, () => this.#poke());
     await this.#core.running.listen();
@@ -115,6 +129,8 @@ export class Worker {
       }
       await all;
     }
+    await this.#heartbeat?.stop();
+    this.#heartbeat = undefined;
   }
 
   get stats(): WorkerStats {
