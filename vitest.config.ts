@@ -6,7 +6,7 @@ const report = process.env.RATCHET_TEST_REPORT;
 
 export default defineConfig({
   test: {
-    include: ['packages/*/test/**/*.test.ts', 'test/**/*.test.ts'],
+    include: ['packages/*/test/**/*.test.ts', 'test/**/*.test.ts', 'examples/**/*.test.ts'],
     globalSetup: ['test/setup/global.ts'],
     // Every test file gets its own database (a template clone), so files run in parallel.
     pool: 'forks',

@@ -29,7 +29,8 @@ export const stats: CommandSpec = {
   async run(ctx) {
     const sinceMs = ctx.durationMs('since') ?? 3_600_000;
     const engine = await ctx.engine();
-    const report = await engine.stats({ ...(ctx.tenantId ? { tenantId: ctx.tenantId } : {}), since: new Date(Date.now() - sinceMs) });
+    const now = (await engine.pool.query<{ now: Date }>('SELECT ratchet.now() AS now')).rows[0]!.now;
+    const report = await engine.stats({ ...(ctx.tenantId ? { tenantId: ctx.tenantId } : {}), since: new Date(now.getTime() - sinceMs) });
     if (ctx.json) return ctx.out(json(report));
     const byPair = new Map<string, Record<string, number>>();
     for (const r of report.runs) {
@@ -54,7 +55,7 @@ export const stats: CommandSpec = {
       ctx.out('every (workflow, version) with runs to move has a live worker');
     } else {
       ctx.out('NO LIVE WORKER FOR:');
-      ctx.out(indent(table(['WORKFLOW', 'RUNS', 'OLDEST'], report.unserved.map((u) => [`${u.workflow}@${u.version}`, String(u.runs), age(u.oldestAt)]))));
+      ctx.out(indent(table(['WORKFLOW', 'RUNS', 'OLDEST'], report.unserved.map((u) => [`${u.workflow}@${u.version}`, String(u.runs), age(u.oldestAt, now)]))));
     }
   },
 };
@@ -66,12 +67,13 @@ export const workers: CommandSpec = {
   async run(ctx) {
     const engine = await ctx.engine();
     const report = await engine.stats(ctx.tenantId ? { tenantId: ctx.tenantId } : {});
+    const now = (await engine.pool.query<{ now: Date }>('SELECT ratchet.now() AS now')).rows[0]!.now;
     if (ctx.json) return ctx.out(json(report.workers));
     if (report.workers.length === 0) return ctx.out('no workers');
     ctx.out(
       table(
         ['WORKER', 'LIVE', 'STARTED', 'LAST BEAT', 'CONCURRENCY', 'WORKFLOWS'],
-        report.workers.map((w) => [w.id, w.live ? 'yes' : 'gone', age(w.startedAt), age(w.heartbeatAt), String(w.concurrency), w.workflows.map((p) => `${p.name}@${p.version}`).join(', ')]),
+        report.workers.map((w) => [w.id, w.live ? 'yes' : 'gone', age(w.startedAt, now), age(w.heartbeatAt, now), String(w.concurrency), w.workflows.map((p) => `${p.name}@${p.version}`).join(', ')]),
       ),
     );
   },

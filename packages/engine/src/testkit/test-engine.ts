@@ -16,9 +16,9 @@
  * run (or to the lease expiry of a run held by a crashed engine), until the run settles — or
  * returns the run as it is when nothing can move it (a wait without timeout, a parked run).
  *
- * `crashAt(point, …)` runs a workflow inline on a second engine whose fault hooks freeze it at
- * the named point for good — its execution never continues and its lease is never renewed, which
- * is what the database sees of a process killed there (the repo's chaos tests SIGKILL real
+ * `crashAt(point, …)` runs a workflow on a second engine whose fault hooks freeze it at the named
+ * point for good — its execution never continues and its lease is never renewed, which is what
+ * the database sees of a process killed there (the repo's chaos tests SIGKILL real
  * processes for the end-to-end proof). `runToCompletion`/`complete` then lets the lease expire on
  * the virtual clock and a worker of the test engine resumes the run.
  */
@@ -84,9 +84,16 @@ export interface TestEngine {
   worker(): Promise<Worker>;
   /** Starts a run and drives it until it settles (see the file comment). Default timeout 30 s of real time. */
   runToCompletion<W extends Workflow<any, any, any>>(wf: W, input: WorkflowRawInput<W>, options?: StartOptions & { timeout?: Duration }): Promise<SettledRun<WorkflowOutput<W>>>;
+  /** Resolves when the run is in one of `states` (polling; real time), e.g. `waiting` before a test signals it. Default timeout 30 s. */
+  waitForState(runId: string, states: TaskState | readonly TaskState[], options?: { tenantId?: string; timeout?: Duration }): Promise<void>;
   /** Drives an existing run until it settles, or until nothing can move it. */
   complete(runId: string, options?: { tenantId?: string; timeout?: Duration }): Promise<SettledRun>;
-  /** Runs `wf` inline on a second engine that freezes for good at `point` (optionally only at `stepKey`). */
+  /**
+   * Starts `wf` on a second engine whose worker freezes for good at `point` (optionally only at
+   * `stepKey`), advancing the virtual clock through its sleeps until it gets there. The test
+   * engine's own worker is stopped meanwhile (so it cannot take the run) and starts again on
+   * next use.
+   */
   crashAt<W extends Workflow<any, any, any>>(point: FaultPoint, wf: W, input: WorkflowRawInput<W>, options?: Pick<StartOptions, 'tenantId' | 'idempotencyKey'> & { stepKey?: string }): Promise<CrashedRun>;
   /** The recorded history of a run (what `replay` reads; `ratchet show --json` prints the same). */
   history(runId: string, options?: { tenantId?: string }): Promise<RunDetail>;
@@ -164,19 +171,27 @@ export async function createTestEngine(options: TestEngineOptions = {}): Promise
   const notify = async () => {
     await pool.query(`SELECT pg_notify($1, ''), pg_notify($2, '')`, [WORK_CHANNEL, SCHEDULES_CHANNEL]);
   };
+  // Virtual time passes for every process at once: the worker rows' last beats move with it, so
+  // a live worker stays live (a frozen one has no row: crashAt removes it).
+  const shift = async (ms: number) => {
+    await pool.query(
+      `WITH c AS (UPDATE ratchet.clock SET shift = shift + $1 * interval '1 millisecond' RETURNING 1)
+       UPDATE ratchet.workers SET heartbeat_at = heartbeat_at + $1 * interval '1 millisecond' WHERE EXISTS (SELECT 1 FROM c)`,
+      [ms],
+    );
+    await notify();
+  };
   const clock: VirtualClock = {
     async now() {
       const { rows } = await pool.query<{ now: Date }>('SELECT ratchet.now() AS now');
       return rows[0]!.now;
     },
     async advance(by) {
-      const ms = parseDuration(by, 'by');
-      await pool.query(`UPDATE ratchet.clock SET shift = shift + $1 * interval '1 millisecond'`, [ms]);
-      await notify();
+      await shift(parseDuration(by, 'by'));
     },
     async advanceTo(at) {
-      await pool.query(`UPDATE ratchet.clock SET shift = shift + greatest(interval '0', $1::timestamptz - ratchet.now())`, [at]);
-      await notify();
+      const { rows } = await pool.query<{ ms: number }>(`SELECT greatest(0, extract(epoch FROM $1::timestamptz - ratchet.now()) * 1000)::float8 AS ms`, [at]);
+      await shift(Math.ceil(rows[0]!.ms));
     },
     async reset() {
       await pool.query(`UPDATE ratchet.clock SET shift = interval '0'`);
@@ -246,6 +261,7 @@ export async function createTestEngine(options: TestEngineOptions = {}): Promise
     complete,
     async crashAt(point, wf, input, opts = {}) {
       if (!(FAULT_POINTS as readonly string[]).includes(point)) throw new RatchetError(`unknown fault point ${point}; one of ${FAULT_POINTS.join(', ')}`, { code: 'VALIDATION' });
+      const { stepKey, ...startOptions } = opts;
       const runId = uuidv7();
       let frozen = false;
       let reached: (value: { stepKey?: string }) => void = () => {};
@@ -255,26 +271,52 @@ export async function createTestEngine(options: TestEngineOptions = {}): Promise
       for (const p of FAULT_POINTS) {
         hooks[p] = (context) => {
           if (frozen) return freeze();
-          if (p !== point || context.runId !== runId || (opts.stepKey !== undefined && context.stepKey !== opts.stepKey)) return;
+          if (p !== point || context.runId !== runId || (stepKey !== undefined && context.stepKey !== stepKey)) return;
           frozen = true;
           reached(context.stepKey !== undefined ? { stepKey: context.stepKey } : {});
           return freeze();
         };
       }
-      const other = await createEngine({ ...engineOptions, database: url, poolSize: 4, faults: hooks, instrumentation: false, onError: () => {} });
-      doomed.push(other);
-      const finished = other.run(wf, input, { ...opts, runId }).then(
-        (r) => ({ finished: r.state as string }),
-        (e: unknown) => ({ finished: `threw ${(e as Error)?.message}` }),
-      );
-      const outcome = await Promise.race([crashed, finished]);
-      if ('finished' in outcome) {
-        throw new RatchetError(`the run did not reach fault point ${point}${opts.stepKey ? ` at ${opts.stepKey}` : ''} (it ${outcome.finished})`, { code: 'FAULT_NOT_REACHED', runId });
+      // Only the doomed worker may take the run: ours stops until the crash is done.
+      if (worker) {
+        await worker.stop();
+        worker = undefined;
       }
-      const { rows } = await pool.query<{ owner: string | null }>(`SELECT lease_owner AS owner FROM ratchet.tasks WHERE id = $1`, [runId]);
-      const owner = rows[0]?.owner ?? 'unknown';
-      crashedOwners.add(owner);
-      return { runId, point, ...outcome, owner };
+      const other = await createEngine({ ...engineOptions, workflows: [wf], database: url, poolSize: 6, faults: hooks, instrumentation: false, onError: () => {} });
+      doomed.push(other);
+      // A grace period that never ends: stopping it later ends its claims but never hands the frozen run back.
+      const doomedWorker = other.worker({ concurrency: 1, pollMs: 100, heartbeatMs: 2_147_483_647, shutdownGraceMs: 2_147_483_647 });
+      await other.client.start(wf, input, { ...startOptions, runId });
+      await doomedWorker.start();
+      const deadline = Date.now() + 30_000;
+      for (;;) {
+        const outcome = await Promise.race([crashed, new Promise<null>((r) => setTimeout(() => r(null), 20))]);
+        if (outcome) {
+          void doomedWorker.stop();
+          crashedOwners.add(doomedWorker.workerId);
+          // A dead process beats no more: its row goes, as the sweep would remove it.
+          await pool.query(`DELETE FROM ratchet.workers WHERE id = $1`, [doomedWorker.workerId]);
+          return { runId, point, ...outcome, owner: doomedWorker.workerId };
+        }
+        const run = await other.client.get(runId, startOptions.tenantId ? { tenantId: startOptions.tenantId } : {});
+        if (FINAL.has(run.state) || run.state === 'parked' || Date.now() > deadline) {
+          void doomedWorker.stop();
+          throw new RatchetError(`the run did not reach fault point ${point}${stepKey ? ` at ${stepKey}` : ''} (it is ${run.state})`, { code: 'FAULT_NOT_REACHED', runId });
+        }
+        const { rows } = await pool.query<{ dueAt: Date | null; now: Date }>(`SELECT due_at AS "dueAt", ratchet.now() AS now FROM ratchet.tasks WHERE id = $1 AND state IN ('sleeping', 'waiting')`, [runId]);
+        const due = rows[0]?.dueAt;
+        if (due && due.getTime() > rows[0]!.now.getTime()) await clock.advanceTo(new Date(due.getTime() + 1));
+      }
+    },
+    async waitForState(runId, states, opts = {}) {
+      const wanted = typeof states === 'string' ? [states] : states;
+      const deadline = Date.now() + parseDuration(opts.timeout ?? '30s', 'timeout');
+      for (;;) {
+        const run = await engine.client.get(runId, opts.tenantId ? { tenantId: opts.tenantId } : {});
+        if (wanted.includes(run.state)) return;
+        if (Date.now() > deadline) throw new RatchetError(`run ${runId} is ${run.state}, not ${wanted.join(' or ')}, after the test timeout`, { code: 'TIMEOUT', runId });
+        await new Promise((r) => setTimeout(r, 15));
+      }
     },
     history,
     async replay(wf, runs, replayOptions) {

@@ -85,6 +85,7 @@ export const PAGE_JS = String.raw`
     (children || []).forEach(function (c) { if (c !== null && c !== undefined) node.appendChild(typeof c === 'string' ? document.createTextNode(c) : c); });
     return node;
   }
+  function show() { view.replaceChildren.apply(view, Array.prototype.filter.call(arguments, function (n) { return n !== null && n !== undefined; })); }
   function badge(state) { return el('span', { 'class': 'badge s-' + state, text: state, 'data-testid': 'state' }); }
   function ago(iso) {
     if (!iso) return '-';
@@ -145,7 +146,7 @@ export const PAGE_JS = String.raw`
       return { testid: 'run-row', cells: [el('a', { href: '#/runs/' + r.runId, 'class': 'mono', text: r.runId }), r.workflow + '@' + r.version, badge(r.state), ago(r.createdAt), ago(r.updatedAt),
         r.error ? (r.error.code || r.error.name) + ': ' + r.error.message : (r.wakeAt ? 'wakes ' + ago(r.wakeAt) : '')] };
     });
-    view.replaceChildren(
+    show(
       el('h1', { text: 'Runs' }),
       el('div', { 'class': 'cards' }, cards),
       warn,
@@ -189,7 +190,7 @@ export const PAGE_JS = String.raw`
         el('details', null, [el('summary', { text: 'body' }), el('pre', { 'data-testid': 'contract-body', text: JSON.stringify(c.body, null, 2) })])
       ]);
     });
-    view.replaceChildren(
+    show(
       el('div', null, [el('a', { href: '#/', text: '← runs' })]),
       el('h1', null, [el('span', { 'class': 'mono', 'data-testid': 'run-id', text: r.runId }), ' ', badge(r.state)]),
       el('div', { 'class': 'muted', text: r.workflow + '@' + r.version }),
