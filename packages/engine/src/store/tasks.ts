@@ -143,25 +143,6 @@ export async function getTask(db: Queryable, tenantId: string, id: string): Prom
   return rows[0] ?? null;
 }
 
-export interface ListFilter {
-  tenantId: string;
-  state?: TaskState | undefined;
-  workflow?: string | undefined;
-  limit: number;
-}
-
-/** Runs of a tenant, newest first. */
-export async function listTasks(db: Queryable, filter: ListFilter): Promise<TaskRecord[]> {
-  const { rows } = await db.query<TaskRecord>({
-    name: 'ratchet_list_tasks',
-    text: `SELECT ${TASK_COLUMNS} FROM ratchet.tasks t
-            WHERE t.tenant_id = $1 AND ($2::text IS NULL OR t.state = $2) AND ($3::text IS NULL OR t.workflow_name = $3)
-            ORDER BY t.id DESC LIMIT $4`,
-    values: [filter.tenantId, filter.state ?? null, filter.workflow ?? null, filter.limit],
-  });
-  return rows;
-}
-
 export interface ClaimedTask extends TaskRecord {
   /** ratchet.now() when the claim ran. */
   claimedAt: Date;
