@@ -150,6 +150,11 @@ describe('fuzzed bad input', () => {
       }),
       { numRuns: 100 },
     );
+    // A payload refused under a 100,000-character key: the message names the field, shortened.
+    const refused = await typedOrFine(() => engine.client.signal(run.runId, 'x', { ['k'.repeat(100_000)]: { deep: 1n } }), () => {
+      throw new Error('a BigInt payload was accepted');
+    });
+    expect(refused).toBe('refused');
     await typedOrFine(() => engine.client.signal('not-a-uuid', 'poke', {}), () => {
       throw new Error('a malformed run id was accepted');
     });

@@ -36,14 +36,19 @@ export interface RatchetErrorOptions {
 }
 
 const IDENTIFIER = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
+/** Characters of one path segment a message shows. */
+const MAX_SEGMENT = 64;
 
 /**
  * Formats a path as a reader would write it in code: `['input', 'user', 0, 'id']` →
- * `input.user[0].id`. The first segment is printed as is; odd keys are quoted (`a["b c"]`).
+ * `input.user[0].id`. The first segment is printed as is; odd keys are quoted (`a["b c"]`); a key
+ * longer than 64 characters is cut there.
  */
 export function formatPath(path: readonly PathSegment[]): string {
   let out = '';
-  path.forEach((segment, i) => {
+  path.forEach((raw, i) => {
+    // A key is caller data: a huge one is shortened here, so a message never echoes it whole.
+    const segment = typeof raw === 'string' && raw.length > MAX_SEGMENT ? `${raw.slice(0, MAX_SEGMENT)}… (${raw.length} characters)` : raw;
     if (typeof segment === 'number') out += `[${segment}]`;
     else if (i === 0) out += segment;
     else if (IDENTIFIER.test(segment)) out += `.${segment}`;
