@@ -47,7 +47,14 @@ export class Listener {
       });
       client.on('error', (error) => this.#dropped(client, error));
       client.on('end', () => this.#dropped(client, undefined));
-      for (const channel of this.#channels.keys()) await client.query(`LISTEN ${channel}`);
+      try {
+        for (const channel of this.#channels.keys()) await client.query(`LISTEN ${channel}`);
+      } catch (error) {
+        // Cut off between connecting and listening (a restart): give the connection back broken,
+        // or the pool would lose it for good; the caller reconnects.
+        client.release(true);
+        throw error;
+      }
       this.#client = client;
       return client;
     })().finally(() => (this.#connecting = undefined));
