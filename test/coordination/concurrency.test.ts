@@ -3,7 +3,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { z } from 'zod';
 import { workflow } from '@ratchet/sdk';
 import type { Engine, Worker } from '@ratchet/engine';
-import { engineOn, testDatabase } from '../helpers/engine.js';
+import { engineOn, eventually, testDatabase } from '../helpers/engine.js';
 import type { TestDatabase } from '../helpers/database.js';
 
 let db: TestDatabase;
@@ -93,10 +93,14 @@ it('a worker claims due pending runs by priority, then age', async () => {
   const engine = await engineOn(db, { workflows: [ranked] });
   const starts = [];
   for (const [n, priority] of [[1, 0], [2, 0], [3, 5], [4, 0], [5, 9]] as const) starts.push(await engine.client.start(ranked, { n }, { priority }));
+  // Callers register for the results first: a registration locks its run's row for a moment, and
+  // a claim skips locked rows (SKIP LOCKED), which would let a lower priority through.
+  const results = starts.map((r) => r.result({ timeout: '30s' }));
+  await eventually(async () => (await db.pool.query(`SELECT bool_and(result_awaited) AS all FROM ratchet.tasks WHERE workflow_name = 'ranked'`)).rows[0].all);
   const worker = engine.worker({ concurrency: 1, pollMs: 200 });
   await worker.start();
   try {
-    const outs = (await Promise.all(starts.map((r) => r.result({ timeout: '30s' })))) as { n: number; at: number }[];
+    const outs = (await Promise.all(results)) as { n: number; at: number }[];
     expect(outs.sort((a, b) => a.at - b.at).map((o) => o.n)).toEqual([5, 3, 1, 2, 4]);
   } finally {
     await worker.stop();

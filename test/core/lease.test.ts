@@ -69,8 +69,11 @@ describe('two workers racing for one run', () => {
   });
 
   it('worker processes racing for many runs execute each exactly once', async () => {
-    const runs = await Promise.all(Array.from({ length: 30 }, (_, i) => engine.client.start(payment, { orderId: `race-${i}`, amount: i + 1 })));
+    // All three processes up before the runs exist, so they really race (a slow start on a loaded
+    // machine would otherwise let the first process take every run).
     for (let i = 0; i < 3; i += 1) processes.push(spawnWorker({ DATABASE_URL: db.url, PROVIDER_URL: db.url, LEASE_MS: '5000' }));
+    await eventually(async () => processes.every((p) => p.output().includes('ready')), 60_000);
+    const runs = await Promise.all(Array.from({ length: 30 }, (_, i) => engine.client.start(payment, { orderId: `race-${i}`, amount: i + 1 })));
     await Promise.all(runs.map((r) => r.result({ timeout: '60s' })));
     const { rows } = await db.pool.query(
       `SELECT count(*)::int AS keys, sum(n)::int AS attempts FROM (SELECT key, count(*) AS n FROM provider_attempts WHERE key = ANY($1) GROUP BY key) q`,
