@@ -28,14 +28,15 @@ export interface WorkerRecord extends WorkerRegistration {
   live: boolean;
 }
 
-const LIVE = `w.heartbeat_at + ${MISSED_BEATS} * w.heartbeat_ms * interval '1 millisecond' > ratchet.now()`;
+// Interval arithmetic, not integer: heartbeat_ms may be as large as an int (a worker that never beats).
+const LIVE = `w.heartbeat_at + w.heartbeat_ms * interval '1 millisecond' * ${MISSED_BEATS} > ratchet.now()`;
 
 /** Inserts (or refreshes) the worker's row, and sweeps rows whose process stopped beating long ago. */
 export async function registerWorker(db: Queryable, w: WorkerRegistration): Promise<void> {
   await db.query(
     `WITH sweep AS (
        DELETE FROM ratchet.workers w
-        WHERE w.heartbeat_at + 10 * ${MISSED_BEATS} * w.heartbeat_ms * interval '1 millisecond' < ratchet.now() AND w.id <> $1
+        WHERE w.heartbeat_at + w.heartbeat_ms * interval '1 millisecond' * ${10 * MISSED_BEATS} < ratchet.now() AND w.id <> $1
      )
      INSERT INTO ratchet.workers (id, host, pid, workflows, concurrency, heartbeat_ms, started_at, heartbeat_at)
      VALUES ($1, $2, $3, $4, $5, $6, ratchet.now(), ratchet.now())
