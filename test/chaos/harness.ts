@@ -59,6 +59,8 @@ export interface ChaosReport {
   readonly versionSamples: number;
   readonly counts: InvariantReport['counts'];
   readonly violations: string[];
+  /** Runs a worker had in flight for over a minute when the drain ended (worker.inFlight()), per worker. */
+  readonly stuckRuns: string[];
 }
 
 interface Slot {
@@ -76,6 +78,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const restarts = options.restarts ?? Math.max(2, Math.round(options.durationMs / 60_000));
   const log = options.log ?? (() => {});
   const violations: string[] = [];
+  const stuckRuns: string[] = [];
   const dataRoot = await mkdtemp(join(tmpdir(), 'ratchet-chaos-'));
   await chmod(dataRoot, 0o755); // the server runs as `postgres` when we are root
   const dataDir = join(dataRoot, 'data');
@@ -217,8 +220,15 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     }
     const drainMs = Date.now() - drainStart;
     for (const slot of slots) {
-      const stats = slot.output.trim().split('\n').filter((l) => l.startsWith('stats ')).at(-1);
-      log(`worker ${slot.index} (pid ${slot.child?.pid}, ${slot.ready ? 'ready' : 'not ready'}): ${stats ?? slot.output.trim().split('\n').at(-1) ?? ''}`);
+      const lines = slot.output.trim().split('\n');
+      const stats = lines.filter((l) => l.startsWith('stats ')).at(-1);
+      log(`worker ${slot.index} (pid ${slot.child?.pid}, ${slot.ready ? 'ready' : 'not ready'}): ${stats ?? lines.at(-1) ?? ''}`);
+      // What its stuck runs were doing (worker.inFlight()), when it has any.
+      const stuck = lines.filter((l) => l.startsWith('stuck ')).at(-1);
+      if (stuck) {
+        log(`worker ${slot.index} ${stuck}`);
+        stuckRuns.push(`worker ${slot.index}: ${stuck.slice('stuck '.length)}`);
+      }
     }
     stopping = true;
     await watcher;
@@ -251,6 +261,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       restarts: restarted,
       backendsTerminated,
       drainMs,
+      stuckRuns,
       versionSamples: watch.samples,
       counts: invariants.counts,
       violations,

@@ -11,6 +11,8 @@ import { appActions, appChecks, appTables } from '../fixtures/triage.js';
 import { chaosWorkflows, EFFECT_TIMEOUT_MS } from './workload.js';
 
 const concurrency = Number(process.env.CHAOS_CONCURRENCY ?? 8);
+/** Longer than an order's worst case (20 effect attempts of 2 s are not reached; a restart costs seconds). */
+const STUCK_MS = 60_000;
 let errors = 0;
 let lastError = '';
 const engine = await createEngine({
@@ -59,6 +61,11 @@ for (let delay = 100; ; delay = Math.min(delay * 2, 2_000)) {
 process.stdout.write(`ready ${worker.workerId}\n`);
 // What the harness shows for a worker when a run is stuck: its counters and the last error it survived.
 setInterval(() => process.stdout.write(`stats ${JSON.stringify({ ...worker.stats, relay: relay.stats, errors, lastError })}\n`), 2_000).unref();
+// A run in flight for far longer than any of the workload's steps takes is stuck: say where.
+setInterval(() => {
+  const stuck = worker.inFlight().filter((run) => run.forMs > STUCK_MS);
+  if (stuck.length > 0) process.stdout.write(`stuck ${JSON.stringify(stuck.slice(0, 5))}\n`);
+}, 2_000).unref();
 process.on('SIGTERM', () => {
   void (async () => {
     await relay.stop().catch(() => {});

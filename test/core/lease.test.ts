@@ -206,3 +206,34 @@ describe('a connection lost at COMMIT', () => {
     }
   });
 });
+
+describe('worker.inFlight()', () => {
+  it('says which run is stuck, in which ctx call, for how long', async () => {
+    const held = gate();
+    const wf = workflow({ name: 'stuck', version: '1', input: z.object({}) }, async (ctx) => {
+      await ctx.step('quick', () => 1);
+      await Promise.all([ctx.step('hangs', () => held.wait.then(() => 2)), ctx.sleep('nap', '1h')]);
+      return 'done';
+    });
+    const own = await engineOn(db, { workflows: [wf] });
+    const worker = own.worker({ pollMs: 50 });
+    expect(worker.inFlight()).toEqual([]);
+    const run = await own.client.start(wf, {});
+    await worker.start();
+    await eventually(async () => worker.inFlight()[0]?.calls.length === 2);
+    await new Promise((r) => setTimeout(r, 30));
+    const [described] = worker.inFlight();
+    expect(described).toMatchObject({ runId: run.runId, workflow: 'stuck@1', phase: 'running', writing: null });
+    expect(described!.forMs).toBeGreaterThanOrEqual(30);
+    const calls = Object.fromEntries(described!.calls.map((c) => [c.stepKey, c]));
+    expect(calls['hangs#1']).toMatchObject({ kind: 'step', durable: false });
+    expect(calls['hangs#1']!.forMs).toBeGreaterThanOrEqual(30);
+    expect(calls['nap#1']).toMatchObject({ kind: 'sleep', durable: true });
+    held.open();
+    // Released by the step, the run suspends on its sleep: nothing left in flight.
+    await eventually(async () => worker.inFlight().length === 0);
+    expect((await own.client.get(run.runId)).state).toBe('sleeping');
+    await worker.stop();
+    await own.close();
+  });
+});

@@ -37,6 +37,7 @@ export type { ChildInfo, ContractInfo, EventInfo, SignalInfo } from './store/ins
 export type { RunsByVersion, UnservedPair, WorkerRecord } from './store/workers.js';
 export { Worker } from './worker/worker.js';
 export type { WorkerOptions, WorkerStats } from './worker/worker.js';
+export type { InFlightRun } from './runtime/execution.js';
 export { Relay } from './relay/relay.js';
 export type { OutboxMessage, Publish, PublishContext, PublishResult, RelayBackoff, RelayOptions, RelayStats } from './relay/relay.js';
 export { notifyPublisher, NOTIFY_PAYLOAD_LIMIT } from './relay/publishers.js';

@@ -118,6 +118,25 @@ const NEVER: Promise<never> = new Promise(() => {});
 /** setTimeout's limit (2^31 − 1 ms, about 24.8 days); a longer timer fires at once. Longer waits are durable anyway. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
+/** One run a worker is executing, as `worker.inFlight()` describes it. */
+export interface InFlightRun {
+  runId: string;
+  tenantId: string;
+  /** `name@version`. */
+  workflow: string;
+  /** Since this segment began (claim or direct start). */
+  forMs: number;
+  /**
+   * `starting` (claimed; loading its records), `running` (user code), `suspending` (checking for
+   * signals before moving to waiting), `settling` (writing its outcome).
+   */
+  phase: 'starting' | 'running' | 'suspending' | 'settling';
+  /** ctx calls not yet returned; `durable` marks sleeps and waits the run could suspend on. */
+  calls: { stepKey: string; kind: OperationKind; forMs: number; durable: boolean }[];
+  /** A fenced step write in flight (repeated through reconnects), or null. */
+  writing: { stepKey: string; forMs: number } | null;
+}
+
 /** What a wait for something outside the run found: its value, or an error to throw into the workflow. */
 export type Found<T> = { value: T } | { error: unknown };
 
@@ -138,7 +157,11 @@ export class Execution {
   readonly #replay: ReplayOrder;
   readonly #visited = new Set<string>();
   readonly #occurrences = new Map<string, number>();
-  readonly #namesInFlight = new Map<string, OperationKind>();
+  /** ctx calls in flight by name: their kind, step key and when they began (Date.now()). */
+  readonly #namesInFlight = new Map<string, { kind: OperationKind; key: string; since: number }>();
+  readonly #startedAt = Date.now();
+  /** The fenced statement in flight, if any (what a stuck segment is waiting for). */
+  #writing: { stepKey: string; since: number } | undefined;
   readonly #durableWaits = new Map<string, Date>();
   readonly #external = new Map<string, ExternalWait>();
   /** Looks and suspension checks, one at a time. */
@@ -282,6 +305,24 @@ export class Execution {
     return this.#settling;
   }
 
+  /** What the segment is doing now, for operators (`worker.inFlight()`): its calls in flight, its waits, its statement. */
+  describe(now = Date.now()): InFlightRun {
+    return {
+      runId: this.runId,
+      tenantId: this.tenantId,
+      workflow: `${this.#deps.workflow.name}@${this.#deps.workflow.version}`,
+      forMs: now - this.#startedAt,
+      phase: this.#settling ? 'settling' : this.#suspending ? 'suspending' : 'running',
+      calls: [...this.#namesInFlight.values()].map(({ kind, key, since }) => ({
+        stepKey: key,
+        kind,
+        forMs: now - since,
+        durable: this.#durableWaits.has(key) || this.#external.has(key),
+      })),
+      writing: this.#writing ? { stepKey: this.#writing.stepKey, forMs: now - this.#writing.since } : null,
+    };
+  }
+
   #start(workflow: Workflow): void {
     let input: unknown;
     try {
@@ -369,7 +410,7 @@ export class Execution {
       );
       return NEVER;
     }
-    this.#namesInFlight.set(name, kind);
+    this.#namesInFlight.set(name, { kind, key, since: Date.now() });
     this.#active += 1;
     const done = () => {
       this.#namesInFlight.delete(name);
@@ -599,7 +640,11 @@ export class Execution {
     const ids = this.traceIds(op.stepKey);
     const full: OperationWrite = { ...op, id: op.id ?? uuidv7(), seq: op.seq ?? this.#nextSeq++, traceId: ids.traceId, spanId: ids.spanId };
     if (full.error) full.error = this.#deps.options.redaction.error(full.error, this.runId);
-    const written = await writeCheckpoint(this.#deps.pool, this.fence, full, this.#deps.onError, statement && (() => statement(full)));
+    const writing = { stepKey: full.stepKey, since: Date.now() };
+    this.#writing = writing;
+    const written = await writeCheckpoint(this.#deps.pool, this.fence, full, this.#deps.onError, statement && (() => statement(full))).finally(() => {
+      if (this.#writing === writing) this.#writing = undefined;
+    });
     if (written === 'lost') {
       this.#lose();
       return NEVER;
@@ -669,7 +714,7 @@ export class Execution {
   #onReturn(output: unknown): void {
     if (this.#settling) return;
     // A sleep, wait or child left pending is fine (the loser of a Promise.race); anything else is not.
-    const unawaited = [...this.#namesInFlight].filter(([, kind]) => kind !== 'sleep' && kind !== 'wait' && kind !== 'child').map(([name]) => name);
+    const unawaited = [...this.#namesInFlight].filter(([, { kind }]) => kind !== 'sleep' && kind !== 'wait' && kind !== 'child').map(([name]) => name);
     if (unawaited.length > 0) {
       const names = unawaited.join(', ');
       void this.#settle({

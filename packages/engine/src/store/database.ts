@@ -50,8 +50,26 @@ export async function openDatabase(option: DatabaseOption | undefined, poolSize 
   };
 }
 
+/**
+ * How long a checkout may wait for a connection (an idle one, or a new one to finish its
+ * handshake) before it fails. node-pg waits for ever by default: a connection attempt that never
+ * completes (a server caught mid-restart) or a pool drained by a stuck caller would then hang
+ * every statement behind it — the claim loop included — while the process looks alive. A failed
+ * checkout is a transient error: the statement is repeated, a checkpoint gives its segment up.
+ */
+export const CHECKOUT_TIMEOUT_MS = 15_000;
+
 function newPool(connectionString: string, max: number): pg.Pool {
-  const pool = new pg.Pool({ connectionString, max, application_name: 'ratchet' });
+  const pool = new pg.Pool({
+    connectionString,
+    max,
+    application_name: 'ratchet',
+    connectionTimeoutMillis: CHECKOUT_TIMEOUT_MS,
+    // A server that vanished without closing the socket (a host lost, a network cut) is found by
+    // TCP keepalive instead of never.
+    keepAlive: true,
+    keepAliveInitialDelayMillis: 10_000,
+  });
   // An idle client that loses its server (restart, pg_terminate_backend) emits 'error' on the
   // pool; unhandled, that would crash the process. The next checkout simply reconnects.
   pool.on('error', () => {});

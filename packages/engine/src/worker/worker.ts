@@ -16,7 +16,7 @@ import { claimTasks, nextDueIn, transitionTask, WORK_CHANNEL } from '../store/ta
 import { listOperations } from '../store/operations.js';
 import { checkSchema } from '../store/migrate.js';
 import { fault } from '../faults.js';
-import { Execution, type Outcome } from '../runtime/execution.js';
+import { Execution, type InFlightRun, type Outcome } from '../runtime/execution.js';
 import { newOwnerId, type EngineCore } from '../core.js';
 import { LeaseKeeper } from './lease.js';
 import { Scheduler } from '../schedules/scheduler.js';
@@ -54,7 +54,7 @@ export class Worker {
   readonly #pollMs: number;
   readonly #graceMs: number;
   readonly #leases: LeaseKeeper;
-  readonly #active = new Map<string, { execution?: Execution; done: Promise<void> }>();
+  readonly #active = new Map<string, ActiveRun>();
   #loop: Promise<void> | undefined;
   #stopping = false;
   #wake: (() => void) | undefined;
@@ -137,6 +137,27 @@ export class Worker {
     return { ...this.#stats, active: this.#active.size };
   }
 
+  /**
+   * The runs this worker is executing and what each is doing: its ctx calls in flight and for how
+   * long, a fenced write in flight. For operators and health checks — a run in flight for far
+   * longer than its steps should take is stuck in user code (a step with no timeout) or in I/O.
+   */
+  inFlight(): InFlightRun[] {
+    const now = Date.now();
+    return [...this.#active.values()].map(
+      (entry) =>
+        entry.execution?.describe(now) ?? {
+          runId: entry.task.id,
+          tenantId: entry.task.tenantId,
+          workflow: `${entry.task.workflowName}@${entry.task.workflowVersion}`,
+          forMs: now - entry.claimedLocalAt,
+          phase: 'starting',
+          calls: [],
+          writing: null,
+        },
+    );
+  }
+
   async #run(): Promise<void> {
     const { names, versions } = this.#core.registry.pairs();
     let backoff = 100;
@@ -210,7 +231,7 @@ export class Worker {
   }
 
   #launch(task: TaskRecord & { claimedAt: Date }, claimedLocalAt: number): void {
-    const entry: { execution?: Execution; done: Promise<void> } = { done: Promise.resolve() };
+    const entry: ActiveRun = { task, claimedLocalAt, done: Promise.resolve() };
     entry.done = (async () => {
       try {
         await fault(this.#core.faults, { point: 'afterClaim', runId: task.id });
@@ -260,6 +281,13 @@ export class Worker {
     else if (outcome.state === 'lost') this.#stats.lost += 1;
     else this.#stats.failed += 1;
   }
+}
+
+interface ActiveRun {
+  readonly task: TaskRecord;
+  readonly claimedLocalAt: number;
+  execution?: Execution;
+  done: Promise<void>;
 }
 
 function positiveInt(value: number, field: string, zeroOk = false): number {
