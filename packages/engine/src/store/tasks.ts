@@ -14,6 +14,11 @@ import { UNIQUE_VIOLATION, sqlState } from './sqlstate.js';
 
 type Queryable = Pick<pg.Pool | pg.PoolClient, 'query'>;
 
+/** A query config with node-pg's per-query read timeout (a field its type declarations omit). */
+function timed<I extends unknown[]>(config: pg.QueryConfig<I>, ms: number): pg.QueryConfig<I> {
+  return Object.assign(config, { query_timeout: ms });
+}
+
 /** Channel a start notifies so idle workers claim at once. */
 export const WORK_CHANNEL = 'ratchet_work';
 /** Channel a completion notifies (payload: the run id) when a caller awaits `run.result()`. */
@@ -161,11 +166,18 @@ export async function claimTasks(
 ): Promise<ClaimedTask[]> {
   for (let attempt = 1; ; attempt += 1) {
     try {
-      const { rows } = await db.query<ClaimedTask>({
-        name: 'ratchet_claim_tasks',
-        text: CLAIM_TASKS_SQL,
-        values: [args.names, args.versions, args.limit, args.owner, args.leaseMs, args.maxClaims, args.policyVersion ?? null],
-      });
+      // The claim loop must never hang on one statement (it would stop claiming while the process
+      // looks alive): a claim takes milliseconds; after CLAIM_TIMEOUT_MS its connection is discarded.
+      const { rows } = await db.query<ClaimedTask>(
+        timed(
+          {
+            name: 'ratchet_claim_tasks',
+            text: CLAIM_TASKS_SQL,
+            values: [args.names, args.versions, args.limit, args.owner, args.leaseMs, args.maxClaims, args.policyVersion ?? null],
+          },
+          CLAIM_TIMEOUT_MS,
+        ),
+      );
       return rows;
     } catch (error) {
       // Another claim took a run of the same concurrency key at the same moment; the claim changed
@@ -174,6 +186,9 @@ export async function claimTasks(
     }
   }
 }
+
+/** A claim unanswered this long fails (node-pg's query_timeout) and is retried by the loop's backoff. */
+const CLAIM_TIMEOUT_MS = 30_000;
 
 export const CLAIM_TASKS_SQL = `
   WITH d AS (
@@ -313,7 +328,9 @@ export interface RenewedLease {
  * reported `held: false`.
  */
 export async function extendLeases(db: Queryable, owner: string, leaseMs: number, runs: LeaseRenewal[]): Promise<RenewedLease[]> {
-  const { rows } = await db.query<RenewedLease>({
+  // A renewal that never returns (a half-open connection) gives its connection up after a lease
+  // (pool.query then discards it) instead of holding it for ever; the keeper stops waiting sooner.
+  const { rows } = await db.query<RenewedLease>(timed({
     name: 'ratchet_extend_leases',
     text: `
       WITH r AS (
@@ -337,7 +354,7 @@ export async function extendLeases(db: Queryable, owner: string, leaseMs: number
              u.cancel_requested_at AS "cancelRequestedAt", u.signal_seq AS "signalSeq", ratchet.now() AS now
         FROM r LEFT JOIN u ON u.id = r.id`,
     values: [owner, leaseMs, runs.map((r) => r.tenantId), runs.map((r) => r.id), runs.map((r) => r.progressed)],
-  });
+  }, leaseMs));
   return rows;
 }
 
