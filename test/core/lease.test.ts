@@ -149,8 +149,8 @@ describe('poison pill', () => {
   it('a run claimed over and over without progress is parked by the claim', async () => {
     const wf = workflow({ name: 'poison', version: '1', input: z.object({}) }, async () => 'never runs here');
     const run = await engine.client.start(wf, {});
-    const claim = (owner: string) =>
-      claimTasks(db.pool, { names: ['poison'], versions: ['1'], limit: 1, owner, leaseMs: 1000, maxClaims: 3 });
+    const claim = async (owner: string) =>
+      (await claimTasks(db.pool, { names: ['poison'], versions: ['1'], limit: 1, owner, leaseMs: 1000, maxClaims: 3 })).tasks;
     for (let i = 1; i <= 3; i += 1) {
       const [claimed] = await claim(`crashing-worker-${i}`);
       expect(claimed!.state).toBe('running');
@@ -163,6 +163,46 @@ describe('poison pill', () => {
     expect(row.error).toMatchObject({ code: 'POISON_PILL' });
     expect((await events(db, run.runId)).map((e) => e.type)).toEqual(['started', 'claimed', 'lease_reclaimed', 'lease_reclaimed', 'parked']);
     expect(await claim('crashing-worker-5')).toEqual([]);
+  });
+});
+
+describe('the claim statement', () => {
+  it('says whether a run has records, and when the next run is due', async () => {
+    const wf = workflow({ name: 'claim-facts', version: '1', input: z.object({ n: z.number() }) }, async (ctx) => {
+      await ctx.step('one', () => 1);
+      await ctx.sleep('nap', '10s');
+      return 'woke';
+    });
+    const own = await engineOn(db, { workflows: [wf] });
+    const claim = (limit: number) =>
+      claimTasks(db.pool, { names: ['claim-facts'], versions: ['1'], limit, owner: 'claim-test', leaseMs: 60_000, maxClaims: 10 });
+    expect(await claim(1)).toEqual({ tasks: [], nextDueMs: null });
+    const a = await own.client.start(wf, { n: 1 });
+    await own.client.start(wf, { n: 2 });
+    // Full: the next due run is not looked for.
+    const full = await claim(1);
+    expect(full.tasks.map((t) => [t.id, t.hasOperations])).toEqual([[a.runId, false]]);
+    expect(full.nextDueMs).toBeNull();
+    // Not full: the other pending run was taken too; what is due next is the first one's lease expiry.
+    const rest = await claim(5);
+    expect(rest.tasks).toHaveLength(1);
+    expect(rest.nextDueMs).toBeGreaterThan(50_000);
+    expect(rest.nextDueMs).toBeLessThanOrEqual(60_000);
+    // A run with records, asleep for 10 s: its claim says it has records; until then it is the next due.
+    await db.pool.query(`UPDATE ratchet.tasks SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL, due_at = ratchet.now() WHERE workflow_name = 'claim-facts'`);
+    const worker = own.worker({ pollMs: 50 });
+    await worker.start();
+    await eventually(async () => (await own.client.list({ workflow: 'claim-facts' })).every((r) => r.state === 'sleeping'));
+    await worker.stop();
+    const asleep = await claim(5);
+    expect(asleep.tasks).toEqual([]);
+    expect(asleep.nextDueMs).toBeGreaterThan(5_000);
+    expect(asleep.nextDueMs).toBeLessThanOrEqual(10_000);
+    await shift(db, 10_000);
+    const woken = await claim(5);
+    expect(woken.tasks.map((t) => t.hasOperations)).toEqual([true, true]);
+    expect(woken.nextDueMs).toBeNull();
+    await own.close();
   });
 });
 

@@ -151,6 +151,18 @@ export async function getTask(db: Queryable, tenantId: string, id: string): Prom
 export interface ClaimedTask extends TaskRecord {
   /** ratchet.now() when the claim ran. */
   claimedAt: Date;
+  /** Whether the run has step records (a fresh run has none: its worker need not load them). */
+  hasOperations: boolean;
+}
+
+export interface Claim {
+  readonly tasks: ClaimedTask[];
+  /**
+   * When the claim took fewer runs than asked: milliseconds until the next run of these pairs is
+   * due, leaving out the runs it just took (≤ 0: one is due now, locked by another claim or
+   * waiting for its concurrency key); null when none is due at all or the claim was full.
+   */
+  readonly nextDueMs: number | null;
 }
 
 /**
@@ -158,17 +170,19 @@ export interface ClaimedTask extends TaskRecord {
  * pending runs, sleepers past `wake_at`, waits past their timeout, running runs whose lease
  * expired. Each claim bumps `state_version` and `claim_count` and writes its event (claimed, woke,
  * lease_reclaimed); a run claimed more than `maxClaims` times without progress is parked instead
- * (a poison pill must not crash workers forever) and is returned with state `parked`.
+ * (a poison pill must not crash workers forever) and is returned with state `parked`. The same
+ * statement says whether each run has records, and, when it took fewer than `limit`, when the
+ * next run is due: the worker's idle wait needs no statement of its own.
  */
 export async function claimTasks(
   db: Queryable,
   args: { names: string[]; versions: string[]; limit: number; owner: string; leaseMs: number; maxClaims: number; policyVersion?: string | null },
-): Promise<ClaimedTask[]> {
+): Promise<Claim> {
   for (let attempt = 1; ; attempt += 1) {
     try {
       // The claim loop must never hang on one statement (it would stop claiming while the process
       // looks alive): a claim takes milliseconds; after CLAIM_TIMEOUT_MS its connection is discarded.
-      const { rows } = await db.query<ClaimedTask>(
+      const { rows } = await db.query<ClaimedTask & { nextDueMs: number | null }>(
         timed(
           {
             name: 'ratchet_claim_tasks',
@@ -178,7 +192,8 @@ export async function claimTasks(
           CLAIM_TIMEOUT_MS,
         ),
       );
-      return rows;
+      // One row even when nothing was claimed (the next-due side of the outer join).
+      return { tasks: rows.filter((row) => row.id !== null), nextDueMs: rows[0]?.nextDueMs ?? null };
     } catch (error) {
       // Another claim took a run of the same concurrency key at the same moment; the claim changed
       // nothing. Its repeat sees that run running and skips the key.
@@ -276,30 +291,29 @@ export const CLAIM_TASKS_SQL = `
                              'reason', CASE WHEN u.state = 'parked' THEN 'poison_pill' END)),
            $7, u."traceId", u."spanId", ratchet.now()
       FROM u
+  ), n AS (
+    -- Only when fewer than asked were taken: the earliest due_at among the other runs of these
+    -- pairs (one index probe each on tasks_pending and tasks_due), for the idle wait.
+    -- An aggregate: always exactly one row.
+    SELECT (extract(epoch FROM min(x.due_at) - ratchet.now()) * 1000)::float8 AS ms
+      FROM unnest($1::text[], $2::text[]) AS w(name, version)
+     CROSS JOIN LATERAL (
+       (SELECT t.due_at FROM ratchet.tasks t
+         WHERE t.workflow_name = w.name AND t.workflow_version = w.version AND t.state = 'pending'
+           AND NOT EXISTS (SELECT 1 FROM c WHERE c.tenant_id = t.tenant_id AND c.id = t.id)
+         ORDER BY t.priority DESC, t.due_at LIMIT 1)
+       UNION ALL
+       (SELECT t.due_at FROM ratchet.tasks t
+         WHERE t.workflow_name = w.name AND t.workflow_version = w.version AND t.due_at IS NOT NULL AND t.state <> 'pending'
+           AND NOT EXISTS (SELECT 1 FROM c WHERE c.tenant_id = t.tenant_id AND c.id = t.id)
+         ORDER BY t.due_at LIMIT 1)
+     ) x
+     WHERE (SELECT count(*) FROM c) < $3
   )
-  SELECT u.*, ratchet.now() AS "claimedAt" FROM u`;
-
-/** Earliest `due_at` among runs of the registered pairs, as milliseconds from now (≤ 0: due). */
-export async function nextDueIn(db: Queryable, names: string[], versions: string[]): Promise<number | null> {
-  // Two index probes per registered pair: the first pending run (tasks_pending; pending runs are
-  // due) and the earliest other due_at (tasks_due, ORDER BY … LIMIT 1); then the earliest.
-  const { rows } = await db.query<{ ms: number | null }>({
-    name: 'ratchet_next_due',
-    text: `SELECT (extract(epoch FROM min(d.due_at) - ratchet.now()) * 1000)::float8 AS ms
-             FROM unnest($1::text[], $2::text[]) AS w(name, version)
-            CROSS JOIN LATERAL (
-              (SELECT t.due_at FROM ratchet.tasks t
-                WHERE t.workflow_name = w.name AND t.workflow_version = w.version AND t.state = 'pending'
-                ORDER BY t.priority DESC, t.due_at LIMIT 1)
-              UNION ALL
-              (SELECT t.due_at FROM ratchet.tasks t
-                WHERE t.workflow_name = w.name AND t.workflow_version = w.version AND t.due_at IS NOT NULL AND t.state <> 'pending'
-                ORDER BY t.due_at LIMIT 1)
-            ) d`,
-    values: [names, versions],
-  });
-  return rows[0]?.ms ?? null;
-}
+  SELECT u.*, ratchet.now() AS "claimedAt",
+         EXISTS (SELECT 1 FROM ratchet.operations o WHERE o.tenant_id = u."tenantId" AND o.task_id = u.id) AS "hasOperations",
+         n.ms AS "nextDueMs"
+    FROM n LEFT JOIN u ON true`;
 
 export interface LeaseRenewal {
   tenantId: string;

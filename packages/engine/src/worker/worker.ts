@@ -12,7 +12,7 @@
  * lease), capped by `pollMs` as the safety net for a NOTIFY lost while reconnecting.
  */
 import type { TaskRecord } from '../store/rows.js';
-import { claimTasks, nextDueIn, transitionTask, WORK_CHANNEL } from '../store/tasks.js';
+import { claimTasks, transitionTask, WORK_CHANNEL, type ClaimedTask } from '../store/tasks.js';
 import { listOperations } from '../store/operations.js';
 import { checkSchema } from '../store/migrate.js';
 import { fault } from '../faults.js';
@@ -167,10 +167,11 @@ export class Worker {
       const free = this.#concurrency - this.#active.size;
       let waitMs = this.#pollMs;
       if (free > 0) {
-        let claimed: TaskRecord[];
+        let claimed: ClaimedTask[];
+        let due: number | null;
         let claimedLocalAt: number;
         try {
-          claimed = await claimTasks(this.#core.pool, {
+          ({ tasks: claimed, nextDueMs: due } = await claimTasks(this.#core.pool, {
             names,
             versions,
             limit: free,
@@ -178,7 +179,7 @@ export class Worker {
             leaseMs: this.#leases.leaseMs,
             maxClaims: this.#core.maxClaims,
             policyVersion: this.#core.runtime.policyVersion,
-          });
+          }));
           claimedLocalAt = Date.now();
           backoff = 100;
         } catch (error) {
@@ -191,10 +192,9 @@ export class Worker {
         for (const task of claimed) {
           this.#stats.claimed += 1;
           if (task.state === 'parked') continue; // a poison pill, parked by the claim itself
-          this.#launch(task as TaskRecord & { claimedAt: Date }, claimedLocalAt);
+          this.#launch(task, claimedLocalAt);
         }
         if (claimed.length === free) continue;
-        const due = await nextDueIn(this.#core.pool, names, versions).catch(() => null);
         // A floor when nothing was claimed: due runs locked by someone else, or waiting for their
         // concurrency key, must not make this loop spin. It doubles while that lasts; a NOTIFY
         // (a key freed, new work) still wakes the loop at once.
@@ -230,7 +230,7 @@ export class Worker {
     });
   }
 
-  #launch(task: TaskRecord & { claimedAt: Date }, claimedLocalAt: number): void {
+  #launch(task: ClaimedTask, claimedLocalAt: number): void {
     const entry: ActiveRun = { task, claimedLocalAt, done: Promise.resolve() };
     entry.done = (async () => {
       try {
@@ -242,7 +242,8 @@ export class Worker {
           return;
         }
         const workflow = this.#core.registry.get(task.workflowName, task.workflowVersion)!;
-        const operations = await listOperations(this.#core.pool, task.tenantId, task.id);
+        // A fresh run has nothing to replay: the claim said so, and no statement is spent on it.
+        const operations = task.hasOperations ? await listOperations(this.#core.pool, task.tenantId, task.id) : [];
         const execution = new Execution(
           {
             pool: this.#core.pool,
