@@ -3,7 +3,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { IdempotencyConflictError, NonRetryableError, StepFailedError, ValidationError, isRatchetError, workflow } from '@ratchet/sdk';
 import type { Engine } from '@ratchet/engine';
-import { engineOn, events, operations, task, testDatabase } from '../helpers/engine.js';
+import { engineOn, eventually, events, operations, task, testDatabase } from '../helpers/engine.js';
 import type { TestDatabase } from '../helpers/database.js';
 
 let db: TestDatabase;
@@ -104,6 +104,73 @@ describe('client.start → worker → run.result()', () => {
     } finally {
       await worker.stop();
     }
+  });
+
+  it('the completion notification carries the outcome when it fits, else only the run id', async () => {
+    const sized = workflow({ name: 'sized', version: '1', input: z.object({ bytes: z.number().int(), fail: z.boolean() }) }, async (ctx, { bytes, fail }) => {
+      const text = await ctx.step('make', () => 'x'.repeat(bytes));
+      if (fail) throw new NonRetryableError(`refused ${text.length}`);
+      return { text };
+    });
+    const own = await engineOn(db, { workflows: [sized] });
+    const listener = await db.pool.connect();
+    const payloads: string[] = [];
+    listener.on('notification', (n) => payloads.push(n.payload ?? ''));
+    await listener.query('LISTEN ratchet_done');
+    const worker = own.worker({ concurrency: 2 });
+    try {
+      const small = await own.client.start(sized, { bytes: 100, fail: false });
+      const large = await own.client.start(sized, { bytes: 10_000, fail: false });
+      const failed = await own.client.start(sized, { bytes: 3, fail: true });
+      const results = [small, large, failed].map((run) => run.result({ timeout: '20s' }).catch((e: unknown) => e));
+      // Every caller is registered before any run settles (no registration, no notification).
+      await eventually(async () => (await db.pool.query(`SELECT 1 FROM ratchet.tasks WHERE workflow_name = 'sized' AND result_awaited`)).rowCount === 3);
+      await worker.start();
+      const [smallOut, largeOut, error] = await Promise.all(results);
+      expect(smallOut).toEqual({ text: 'x'.repeat(100) });
+      expect(largeOut).toEqual({ text: 'x'.repeat(10_000) });
+      expect(error).toMatchObject({ name: 'NonRetryableError', message: 'refused 3' });
+      await new Promise((r) => setTimeout(r, 100));
+      const byRun = (id: string) => payloads.filter((p) => p.includes(id));
+      expect(byRun(small.runId).map((p) => JSON.parse(p))).toEqual([{ id: small.runId, state: 'completed', output: { text: 'x'.repeat(100) }, error: null }]);
+      expect(byRun(large.runId)).toEqual([large.runId]); // 10 KB does not fit in a NOTIFY: the caller reads it
+      expect(JSON.parse(byRun(failed.runId)[0]!)).toMatchObject({ state: 'failed', output: null, error: { name: 'NonRetryableError', message: 'refused 3' } });
+    } finally {
+      await worker.stop();
+      listener.release();
+      await own.close();
+    }
+  });
+
+  it('client.execute starts and awaits in one call: the start registers the caller', async () => {
+    const worker = engine.worker({ concurrency: 2 });
+    await worker.start();
+    try {
+      const output = await engine.client.execute(order, { id: 30, items: ['a', 'b'] }, { idempotencyKey: 'exec-30', timeout: '20s' });
+      expect(output).toMatchObject({ id: 30, total: 300 });
+      const [row] = (await db.pool.query(`SELECT id, result_awaited FROM ratchet.tasks WHERE idempotency_key = 'exec-30'`)).rows;
+      expect(row.result_awaited).toBe(true);
+      // The same key again awaits the same run (already completed): its output, nothing executed again.
+      const charges = () => Object.values(calls).reduce((a, b) => a + b, 0);
+      const before = charges();
+      expect(await engine.client.execute(order, { id: 30, items: ['a', 'b'] }, { idempotencyKey: 'exec-30' })).toEqual(output);
+      expect(charges()).toBe(before);
+      await expect(engine.client.execute(order, { id: 31, items: ['a'] }, { idempotencyKey: 'exec-30' })).rejects.toBeInstanceOf(IdempotencyConflictError);
+    } finally {
+      await worker.stop();
+    }
+  });
+
+  it('client.execute refuses a bad timeout before writing, and times out while the run goes on', async () => {
+    const count = async () => Number((await db.pool.query(`SELECT count(*) FROM ratchet.tasks WHERE idempotency_key LIKE 'exec-t%'`)).rows[0].count);
+    const error = await engine.client.execute(order, { id: 40, items: ['a'] }, { idempotencyKey: 'exec-t1', timeout: 'soon' as '1s' }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ValidationError);
+    expect((error as ValidationError).path).toEqual(['timeout']);
+    expect(await count()).toBe(0);
+    // No worker running: the run stays pending and the caller gives up.
+    const late = await engine.client.execute(order, { id: 41, items: ['a'] }, { idempotencyKey: 'exec-t2', timeout: 300 }).catch((e: unknown) => e);
+    expect(isRatchetError(late, 'TIMEOUT')).toBe(true);
+    expect(await count()).toBe(1);
   });
 
   it('starting twice with one key returns one run; other input is a conflict', async () => {

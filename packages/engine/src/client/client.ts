@@ -13,9 +13,7 @@ import {
   NotFoundError,
   RatchetError,
   RunExpiredError,
-  TimeoutError,
   ValidationError,
-  deserializeError,
   serializeError,
   hashCanonical,
   parseDuration,
@@ -33,7 +31,8 @@ import { TASK_STATES, type TaskState } from '../schema/index.js';
 import { isUuid, uuidv7 } from '../ids.js';
 import { idempotencyKeyOf, tenantOf, type EngineCore } from '../core.js';
 import type { TaskRecord } from '../store/rows.js';
-import { awaitTask, createTask, DONE_CHANNEL, getTask, getTaskByKey, type NewTask } from '../store/tasks.js';
+import { createTask, getTask, getTaskByKey, type NewTask } from '../store/tasks.js';
+import { awaitResult, ResultWaiter } from './result.js';
 import { resolveOperation } from '../store/resolve.js';
 import { DEFAULT_CONCURRENCY_LIMIT, type ConcurrencyLimits } from '../concurrency.js';
 import { cancelTree, sendSignal } from '../store/signals.js';
@@ -88,12 +87,6 @@ export interface RunHandle<O = unknown> {
   result(options?: { timeout?: Duration }): Promise<O>;
   status(): Promise<RunInfo>;
 }
-
-const FINAL: ReadonlySet<TaskState> = new Set(['completed', 'failed', 'cancelled']);
-/** The safety net under NOTIFY while awaiting a result. */
-const RESULT_POLL_MS = 1_000;
-/** How soon a caller whose registration met a locked row tries again. */
-const REGISTER_RETRY_MS = 10;
 
 /** Validated start arguments → the row to insert. Shared with the direct path (engine.run). */
 export function newTaskFor(
@@ -222,13 +215,41 @@ export class Client {
     return this.handle<WorkflowOutput<W>>(holder.task.id, task.tenantId);
   }
 
+  /**
+   * Starts a run and awaits its outcome: `start` then `result()`, but the start's own INSERT
+   * registers the caller, so a run whose outcome fits in the completion's NOTIFY costs the caller
+   * one statement in all. Resolves to the output; rejects with the run's error, or TimeoutError
+   * after `timeout` (the run goes on). A key that already started a run awaits that run.
+   */
+  async execute<W extends Workflow<any, any, any>>(
+    wf: W,
+    input: WorkflowRawInput<W>,
+    options: StartOptions & { timeout?: Duration } = {},
+  ): Promise<WorkflowOutput<W>> {
+    if (typeof options !== 'object' || options === null) throw new ValidationError('options must be an object', { path: ['options'] });
+    const { timeout, ...start } = options;
+    const timeoutMs = timeoutOf(timeout);
+    const task = newTaskFor(wf, input, start, this.#actorId, this.#core.runtime.policyVersion, this.#core.limits);
+    // Subscribed before the run exists: its completion cannot come before we listen.
+    const waiter = await ResultWaiter.open(this.#core, task.id, task.tenantId);
+    try {
+      const row = await createTask(this.#core.pool, task, { resultAwaited: true });
+      if (row) return await waiter.settle<WorkflowOutput<W>>(row, true, timeoutMs);
+    } finally {
+      waiter.close();
+    }
+    const holder = await existingRun(this.#core, task);
+    if ('expired' in holder) throw holder.expired;
+    return awaitResult<WorkflowOutput<W>>(this.#core, holder.task.id, task.tenantId, timeoutMs);
+  }
+
   /** A handle on an existing run. */
   handle<O = unknown>(runId: string, tenantId?: string): RunHandle<O> {
     const tenant = tenantOf(tenantId);
     return {
       runId,
       tenantId: tenant,
-      result: (options) => this.#result<O>(runId, tenant, options?.timeout),
+      result: async (options) => awaitResult<O>(this.#core, runId, tenant, timeoutOf(options?.timeout)),
       status: () => this.get(runId, { tenantId: tenant }),
     };
   }
@@ -358,53 +379,6 @@ export class Client {
     }
   }
 
-  async #result<O>(runId: string, tenantId: string, timeout: Duration | undefined): Promise<O> {
-    const timeoutMs = timeout === undefined ? undefined : parseDuration(timeout, 'timeout');
-    let wake: (() => void) | undefined;
-    // A notification that arrives while a query is in flight (no one waiting yet) is kept, so
-    // the next wait returns at once instead of sleeping until the poll.
-    let notified = false;
-    // Register before checking: a completion between the check and the wait still notifies us.
-    const unsubscribe = await this.#core.listener.subscribe(DONE_CHANNEL, (payload) => {
-      if (payload !== undefined && payload !== runId) return;
-      if (wake) wake();
-      else notified = true;
-    });
-    const deadline = timeoutMs === undefined ? Infinity : Date.now() + timeoutMs;
-    try {
-      const first = await awaitTask(this.#core.pool, tenantId, runId);
-      let task: TaskRecord | null = first;
-      let registered = first?.registered ?? false;
-      for (;;) {
-        if (!task) throw new NotFoundError(`no run ${runId}`, { resource: 'run', id: runId });
-        if (FINAL.has(task.state)) return settledResult<O>(task);
-        const left = deadline - Date.now();
-        if (left <= 0) throw new TimeoutError(`run ${runId} did not finish within ${timeoutMs} ms (it is ${task.state})`, { runId, timeoutMs: timeoutMs! });
-        await new Promise<void>((resolve) => {
-          if (notified) {
-            notified = false;
-            return resolve();
-          }
-          // Not registered yet (a checkpoint held the row): try again shortly rather than wait for the poll.
-          const timer = setTimeout(resolve, Math.min(left, registered ? RESULT_POLL_MS : REGISTER_RETRY_MS));
-          wake = () => {
-            clearTimeout(timer);
-            resolve();
-          };
-        });
-        wake = undefined;
-        if (registered) {
-          task = await getTask(this.#core.pool, tenantId, runId);
-        } else {
-          const again = await awaitTask(this.#core.pool, tenantId, runId);
-          registered = again?.registered ?? false;
-          task = again;
-        }
-      }
-    } finally {
-      unsubscribe();
-    }
-  }
 }
 
 /** A handle on a run retention removed: its id, and RunExpiredError (with the outcome) from result() and status(). */
@@ -417,11 +391,6 @@ function expiredHandle<O>(expired: RunExpiredError, tenantId: string): RunHandle
   };
 }
 
-function settledResult<O>(task: TaskRecord): O {
-  if (task.state === 'completed') return task.output as O;
-  throw deserializeError(task.error ?? { name: 'RatchetError', code: task.state.toUpperCase(), message: `the run ${task.state}` });
-}
-
 function errorOf(error: unknown): SerializedError {
   if (typeof error === 'string') return { name: 'Error', message: error };
   if (error instanceof Error) return serializeError(error);
@@ -429,4 +398,8 @@ function errorOf(error: unknown): SerializedError {
     return { name: String((error as { name?: unknown }).name ?? 'Error'), message: (error as { message: string }).message };
   }
   throw new ValidationError('must be an Error, a message string, or { name?, message }', { path: ['outcome', 'error'] });
+}
+
+function timeoutOf(timeout: Duration | undefined): number | undefined {
+  return timeout === undefined ? undefined : parseDuration(timeout, 'timeout');
 }

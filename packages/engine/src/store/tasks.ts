@@ -21,8 +21,13 @@ function timed<I extends unknown[]>(config: pg.QueryConfig<I>, ms: number): pg.Q
 
 /** Channel a start notifies so idle workers claim at once. */
 export const WORK_CHANNEL = 'ratchet_work';
-/** Channel a completion notifies (payload: the run id) when a caller awaits `run.result()`. */
+/**
+ * Channel a settled run notifies when a caller awaits `run.result()`. Payload: the run's outcome
+ * as JSON `{ id, state, output, error }` when it fits in DONE_PAYLOAD_MAX bytes, else the bare run id.
+ */
 export const DONE_CHANNEL = 'ratchet_done';
+/** Largest outcome sent inside a `ratchet_done` notification (NOTIFY refuses payloads of 8000 bytes). */
+export const DONE_PAYLOAD_MAX = 7_900;
 
 export interface NewTask {
   tenantId: string;
@@ -68,9 +73,9 @@ const insertPendingTask = {
   name: 'ratchet_insert_pending_task',
   text: `
     WITH t AS (
-      INSERT INTO ratchet.tasks AS t (${INSERT_COLUMNS})
+      INSERT INTO ratchet.tasks AS t (${INSERT_COLUMNS}, result_awaited)
       SELECT $1, $2, $3, $4, 'pending', ratchet.now(), NULL, NULL, 0, $5, $6, $7, $8, $9, $10,
-             ratchet.now() + $11 * interval '1 millisecond', $12, $13, ratchet.now(), ratchet.now(), $17
+             ratchet.now() + $11 * interval '1 millisecond', $12, $13, ratchet.now(), ratchet.now(), $17, $18
        WHERE ${NO_LIVE_TOMBSTONE}
       ON CONFLICT (idempotency_key, workflow_name, tenant_id) WHERE idempotency_key IS NOT NULL DO NOTHING
       RETURNING ${TASK_COLUMNS}
@@ -117,9 +122,13 @@ function insertValues(task: NewTask): unknown[] {
   ];
 }
 
-/** Inserts a pending run with its `started` event and wakes workers; null when the idempotency key exists (as a run or a live tombstone). */
-export async function createTask(db: Queryable, task: NewTask): Promise<TaskRecord | null> {
-  const { rows } = await db.query<TaskRecord>({ ...insertPendingTask, values: insertValues(task) });
+/**
+ * Inserts a pending run with its `started` event and wakes workers; null when the idempotency key
+ * exists (as a run or a live tombstone). `resultAwaited`: a caller awaits the outcome (its
+ * settlement will notify `ratchet_done`), registered by this INSERT.
+ */
+export async function createTask(db: Queryable, task: NewTask, options: { resultAwaited?: boolean } = {}): Promise<TaskRecord | null> {
+  const { rows } = await db.query<TaskRecord>({ ...insertPendingTask, values: [...insertValues(task), options.resultAwaited ?? false] });
   return rows[0] ?? null;
 }
 
@@ -420,7 +429,10 @@ export async function transitionTask(db: Queryable, fence: Fence, to: Transition
         INSERT INTO ratchet.events (tenant_id, task_id, seq, event_type, actor_id, payload, policy_version, trace_id, span_id, created_at)
         SELECT t.tenant_id, t.id, t.state_version, $6, $3, $10, $12, coalesce($13::text, t.trace_id), coalesce($14::text, t.span_id), ratchet.now() FROM t
       ), n AS (
-        SELECT pg_notify('${DONE_CHANNEL}', t.id::text) FROM t
+        -- The outcome travels with the notification when it fits (NOTIFY's limit is 8000 bytes),
+        -- so the caller awaiting it needs no read; otherwise only the run id.
+        SELECT pg_notify('${DONE_CHANNEL}', CASE WHEN octet_length(o.p) <= ${DONE_PAYLOAD_MAX} THEN o.p ELSE t.id::text END)
+          FROM t CROSS JOIN LATERAL (SELECT jsonb_build_object('id', t.id, 'state', $5::text, 'output', $8::jsonb, 'error', $9::jsonb)::text AS p) o
          WHERE t.result_awaited AND $5 IN ('completed', 'failed', 'cancelled')
         UNION ALL
         -- A run of a concurrency key stopped running: the next run of its key may be claimed now.
