@@ -47,6 +47,47 @@ describe('faultsFromEnv', () => {
     expect(Date.now() - t0).toBeGreaterThanOrEqual(110);
   });
 
+  it('a connection cut while a parent starts its child is repeated, not thrown into the workflow', async () => {
+    // The start statement is made to wait on a table lock, and its backend is terminated while it
+    // waits: the statement itself fails with 57P01, as under a restart.
+    let cuts = 0;
+    const cutTheStart = async () => {
+      const locker = await db.pool.connect();
+      await locker.query('BEGIN');
+      await locker.query('LOCK TABLE ratchet.tasks IN SHARE MODE');
+      void (async () => {
+        try {
+          await eventually(async () => {
+            const { rows } = await db.pool.query(
+              `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%INSERT INTO ratchet.tasks%'`,
+            );
+            return rows.length > 0;
+          });
+          cuts += 1;
+        } finally {
+          await locker.query('COMMIT');
+          locker.release();
+        }
+      })();
+    };
+    const kid = workflow({ name: 'cut-kid', version: '1', input: z.object({ n: z.number() }) }, async (ctx, { n }) => ctx.step('double', () => n * 2));
+    const parent = workflow({ name: 'cut-parent', version: '1', input: z.object({ n: z.number() }) }, async (ctx, { n }) => {
+      const doubled = await ctx.child('kid', kid, { n });
+      return { doubled };
+    });
+    const engine = await engineOn(db, { workflows: [parent, kid], faults: { beforeChildStart: cutTheStart } });
+    const worker = engine.worker({ pollMs: 100 });
+    await worker.start();
+    try {
+      expect(await engine.client.execute(parent, { n: 21 }, { timeout: '30s' })).toEqual({ doubled: 42 });
+      expect(cuts).toBe(1);
+    } finally {
+      await worker.stop();
+      await engine.close();
+    }
+  });
+
   it('drop cuts the connections, and a run cut off at every record, before a step record and before its effect still completes, charged once', async () => {
     let drops = 0;
     const hooks = faultsFromEnv(

@@ -14,6 +14,8 @@ export const FAULT_POINTS = [
   'beforeCommit',
   'beforeCommitRetry',
   'afterCommitBeforePublish',
+  // ctx.child, before the statement that starts the child run (runId: the parent).
+  'beforeChildStart',
   // A retention batch done but not committed (runId 'retention', attempt = the batch number).
   'retentionBeforeCommit',
 ] as const;

@@ -48,7 +48,7 @@ export async function runChild<O>(
         return facts.childRunId;
       });
   const look = async (): Promise<Found<O> | undefined> => {
-    const child = await getTask(run.pool, run.tenantId, childId);
+    const child = await run.sql((pool) => getTask(pool, run.tenantId, childId));
     if (child && !FINAL.has(child.state)) return undefined;
     return record<O>(run, name, key, childId, child);
   };
@@ -65,10 +65,12 @@ async function start(run: Execution, name: string, key: string, wf: WorkflowRef<
   }
   const idempotencyKey = opts?.idempotencyKey ?? `${run.runId}:${key}`;
   const task = { ...newTaskFor(wf as Workflow, input, { tenantId: run.tenantId, idempotencyKey }, run.owner, run.options.policyVersion), parentId: run.runId };
-  const row = await createTask(run.pool, task);
+  // Repeatable: after a lost COMMIT the repeat finds the key taken, and the lookup below finds our child.
+  await run.hook('beforeChildStart', key);
+  const row = await run.sql((pool) => createTask(pool, task));
   let childId = row?.id;
   if (!childId) {
-    const existing = await getTaskByKey(run.pool, task.tenantId, task.workflowName, idempotencyKey);
+    const existing = await run.sql((pool) => getTaskByKey(pool, task.tenantId, task.workflowName, idempotencyKey));
     if (!existing || existing.parentId !== run.runId || existing.inputHash !== task.inputHash) {
       throw new IdempotencyConflictError(
         `idempotency key "${idempotencyKey}" of child ${key} belongs to ${existing ? `run ${existing.id}` : 'a run that is gone'}, not to a child of this run with this input`,

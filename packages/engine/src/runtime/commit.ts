@@ -137,8 +137,8 @@ async function settleStep(run: Execution, name: string, key: string, contract: S
       case 'lost': {
         // After a connection lost at COMMIT, the fence fails because our own commit moved the
         // version: find our commit's record before concluding the run is someone else's.
-        const mine = attempt > 1 ? await getOperation(run.pool, run.tenantId, run.runId, key) : null;
-        const version = mine ? await ownedVersion(run.pool, run.fence) : null;
+        const mine = attempt > 1 ? await run.sql((pool) => getOperation(pool, run.tenantId, run.runId, key)) : null;
+        const version = mine ? await run.sql((pool) => ownedVersion(pool, run.fence)) : null;
         if (mine && version !== null) {
           run.advanceVersion(version);
           return run.replay<CommitResult>(key, mine);
@@ -308,9 +308,9 @@ async function reject(run: Execution, client: pg.PoolClient, name: string, key: 
  * step in an attempt whose COMMIT answer was lost. Record (or find) the step's outcome.
  */
 async function adoptSettled(run: Execution, name: string, key: string, row: ContractRecord): Promise<CommitResult> {
-  const mine = await getOperation(run.pool, run.tenantId, run.runId, key);
+  const mine = await run.sql((pool) => getOperation(pool, run.tenantId, run.runId, key));
   if (mine) {
-    const version = await ownedVersion(run.pool, run.fence);
+    const version = await run.sql((pool) => ownedVersion(pool, run.fence));
     if (version === null) {
       run.lose();
       return NEVER;

@@ -278,7 +278,7 @@ async function adoptForeignOutcome<T, I>(
   spec: EffectSpec<I>,
 ): Promise<T> {
   for (;;) {
-    const other = await getOperationByKey(run.pool, run.tenantId, spec.idempotencyKey);
+    const other = await run.sql((pool) => getOperationByKey(pool, run.tenantId, spec.idempotencyKey));
     if (!other) throw new RatchetError('the idempotency key was taken and released; try again', { code: 'IDEMPOTENCY_RACE', runId: run.runId, step: key });
     if (other.inputHash !== spec.inputHash) {
       const conflict = new IdempotencyConflictError(

@@ -596,6 +596,22 @@ export class Execution {
     return this.#deps.pool;
   }
 
+  /**
+   * One of the segment's own statements that is safe to repeat (a read, an idempotent insert):
+   * repeated through dropped connections and a restarting server; when the database stays
+   * unreachable the segment stops — the run resumes elsewhere — and the promise never resolves.
+   * A connection error must never reach the workflow as if its code had failed.
+   */
+  async sql<T>(statement: (pool: pg.Pool) => Promise<T>): Promise<T> {
+    if (this.#settling) return NEVER;
+    const result = await withReconnects(() => statement(this.#deps.pool), this.#deps.onError);
+    if (result === 'lost') {
+      this.#lose();
+      return NEVER;
+    }
+    return result;
+  }
+
   /** The retry policy of a step: its own, else the workflow's, else the default. */
   retryPolicy(own: Parameters<typeof resolveRetryPolicy>[0], field: string): ResolvedRetryPolicy {
     return resolveRetryPolicy(own, this.#deps.workflow.retry, field);

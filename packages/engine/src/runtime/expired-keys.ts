@@ -26,7 +26,7 @@ export async function refuseExpiredEffectKey(
   idempotencyKey: string,
   attempt: number,
 ): Promise<void> {
-  const tomb = await getTombstone(run.pool, run.tenantId, 'effect', idempotencyKey);
+  const tomb = await run.sql((pool) => getTombstone(pool, run.tenantId, 'effect', idempotencyKey));
   if (!tomb) return;
   const error =
     tomb.inputHash !== step.inputHash
@@ -49,7 +49,7 @@ export async function refuseExpiredEffectKey(
 
 /** The error a seal records when its explicit key has a live tombstone (null: it has none). */
 export async function contractKeyExpired(run: Execution, stepKey: string, idempotencyKey: string): Promise<KeyExpiredError | null> {
-  const tomb = await getTombstone(run.pool, run.tenantId, 'contract', idempotencyKey);
+  const tomb = await run.sql((pool) => getTombstone(pool, run.tenantId, 'contract', idempotencyKey));
   if (!tomb) return null;
   return new KeyExpiredError(
     `contract key "${idempotencyKey}" was used by run ${tomb.runId}, removed by retention, and that contract was ${tomb.outcome}; ` +

@@ -101,7 +101,7 @@ export async function runSeal(run: Execution, name: string, key: string, recorde
     return sealed;
   }
   // The key already holds a contract: the same one (same hash), or a conflict.
-  const existing = await getContractByKey(run.pool, run.tenantId, sealed.idempotencyKey);
+  const existing = await run.sql((pool) => getContractByKey(pool, run.tenantId, sealed.idempotencyKey));
   if (!existing) {
     // Or its tombstone: retention removed the run whose contract held it (expired-keys.ts).
     const expired = await contractKeyExpired(run, key, sealed.idempotencyKey);
@@ -115,7 +115,7 @@ export async function runSeal(run: Execution, name: string, key: string, recorde
   }
   if (existing.id === sealed.id) {
     // Our own statement, repeated after its answer was lost: it had landed (record and event too).
-    const version = await ownedVersion(run.pool, run.fence);
+    const version = await run.sql((pool) => ownedVersion(pool, run.fence));
     if (version === null) {
       run.lose();
       return new Promise<never>(() => {});

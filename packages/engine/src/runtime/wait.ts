@@ -18,10 +18,8 @@ import { uuidv7 } from '../ids.js';
 import { consumeSignal, type ConsumedSignal } from '../store/signals.js';
 import type { OperationRecord } from '../store/rows.js';
 import type { Execution } from './execution.js';
-import { withReconnects } from './checkpoint.js';
 
 const MAX_NAME_LENGTH = 200;
-const NEVER: Promise<never> = new Promise(() => {});
 
 interface WaitSpec {
   names: readonly string[];
@@ -94,15 +92,9 @@ async function receive(run: Execution, stepName: string, key: string, recorded: 
 
 async function consume(run: Execution, stepName: string, key: string, names: string[]): Promise<ConsumedSignal | null> {
   const ids = run.traceIds(key);
-  const found = await withReconnects(
-    () => consumeSignal(run.pool, run.fence, { operationId: uuidv7(), names, stepName, stepKey: key, seq: run.takeSeq(), traceId: ids.traceId, spanId: ids.spanId }),
-    run.onError,
+  return run.sql((pool) =>
+    consumeSignal(pool, run.fence, { operationId: uuidv7(), names, stepName, stepKey: key, seq: run.takeSeq(), traceId: ids.traceId, spanId: ids.spanId }),
   );
-  if (found === 'lost') {
-    run.lose();
-    return NEVER;
-  }
-  return found;
 }
 
 function settled(run: Execution, key: string, found: ConsumedSignal): ReceivedSignal<unknown> {
