@@ -793,7 +793,7 @@ function labelOf(query: string): string {
     [/^WITH t AS \( UPDATE ratchet\.tasks t SET state = /, 'transition (complete / sleep)'],
     [/INSERT INTO ratchet\.tasks AS t .*pg_notify/, 'start (insert pending task + event + notify)'],
     [/INSERT INTO ratchet\.tasks AS t /, 'direct start (insert leased task + event)'],
-    [/SET result_awaited = true/, 'await result (register)'],
+    [/SET awaited_by = CASE/, 'await result (register)'],
     [/min\(d\.due_at\)/, 'next due'],
     [/FROM ratchet\.operations o WHERE o\.tenant_id = \$1 AND o\.task_id = \$2 ORDER BY o\.seq/, 'list operations (replay)'],
     [/SET lease_expires_at = ratchet\.now\(\)/, 'extend leases'],

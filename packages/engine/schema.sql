@@ -106,7 +106,6 @@ tasks.lease_expires_at timestamp with time zone
 tasks.claim_count integer NOT NULL DEFAULT 0
 tasks.cancel_requested_at timestamp with time zone
 tasks.signal_seq integer NOT NULL DEFAULT 0
-tasks.result_awaited boolean NOT NULL DEFAULT false
 tasks.idempotency_key text
 tasks.concurrency_key text
 tasks.priority integer NOT NULL DEFAULT 0
@@ -122,6 +121,7 @@ tasks.updated_at timestamp with time zone NOT NULL DEFAULT now()
 tasks.completed_at timestamp with time zone
 tasks.concurrency_limit integer
 tasks.concurrency_slot integer
+tasks.awaited_by text
 tenant_purges.tenant_id uuid NOT NULL
 tenant_purges.id uuid NOT NULL
 tenant_purges.state text NOT NULL

@@ -96,7 +96,7 @@ it('a worker claims due pending runs by priority, then age', async () => {
   // Callers register for the results first: a registration locks its run's row for a moment, and
   // a claim skips locked rows (SKIP LOCKED), which would let a lower priority through.
   const results = starts.map((r) => r.result({ timeout: '30s' }));
-  await eventually(async () => (await db.pool.query(`SELECT bool_and(result_awaited) AS all FROM ratchet.tasks WHERE workflow_name = 'ranked'`)).rows[0].all);
+  await eventually(async () => (await db.pool.query(`SELECT bool_and(awaited_by IS NOT NULL) AS all FROM ratchet.tasks WHERE workflow_name = 'ranked'`)).rows[0].all);
   const worker = engine.worker({ concurrency: 1, pollMs: 200 });
   await worker.start();
   try {

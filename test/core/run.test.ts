@@ -112,19 +112,21 @@ describe('client.start → worker → run.result()', () => {
       if (fail) throw new NonRetryableError(`refused ${text.length}`);
       return { text };
     });
+    // The caller and the worker in two engines (two processes): the settlement must notify.
     const own = await engineOn(db, { workflows: [sized] });
+    const workers = await engineOn(db, { workflows: [sized] });
     const listener = await db.pool.connect();
     const payloads: string[] = [];
     listener.on('notification', (n) => payloads.push(n.payload ?? ''));
     await listener.query('LISTEN ratchet_done');
-    const worker = own.worker({ concurrency: 2 });
+    const worker = workers.worker({ concurrency: 2 });
     try {
       const small = await own.client.start(sized, { bytes: 100, fail: false });
       const large = await own.client.start(sized, { bytes: 10_000, fail: false });
       const failed = await own.client.start(sized, { bytes: 3, fail: true });
       const results = [small, large, failed].map((run) => run.result({ timeout: '20s' }).catch((e: unknown) => e));
       // Every caller is registered before any run settles (no registration, no notification).
-      await eventually(async () => (await db.pool.query(`SELECT 1 FROM ratchet.tasks WHERE workflow_name = 'sized' AND result_awaited`)).rowCount === 3);
+      await eventually(async () => (await db.pool.query(`SELECT 1 FROM ratchet.tasks WHERE workflow_name = 'sized' AND awaited_by IS NOT NULL`)).rowCount === 3);
       await worker.start();
       const [smallOut, largeOut, error] = await Promise.all(results);
       expect(smallOut).toEqual({ text: 'x'.repeat(100) });
@@ -139,6 +141,34 @@ describe('client.start → worker → run.result()', () => {
       await worker.stop();
       listener.release();
       await own.close();
+      await workers.close();
+    }
+  });
+
+  it('in one process, the start wakes the local worker and the outcome is handed over in memory: no NOTIFY at all', async () => {
+    const local = workflow({ name: 'local', version: '1', input: z.object({ n: z.number() }) }, async (ctx, { n }) => ctx.step('inc', () => n + 1));
+    const own = await engineOn(db, { workflows: [local] });
+    const listener = await db.pool.connect();
+    const heard: string[] = [];
+    listener.on('notification', (n) => heard.push(`${n.channel} ${n.payload}`));
+    await listener.query('LISTEN ratchet_done');
+    await listener.query('LISTEN ratchet_work');
+    const worker = own.worker({ concurrency: 2, pollMs: 60_000 });
+    await worker.start();
+    try {
+      expect(await own.client.execute(local, { n: 1 }, { timeout: '10s' })).toBe(2);
+      const run = await own.client.start(local, { n: 2 });
+      expect(await run.result({ timeout: '10s' })).toBe(3);
+      const many = await Promise.all(Array.from({ length: 6 }, (_, i) => own.client.execute(local, { n: 10 + i }, { timeout: '10s' })));
+      expect(many).toEqual([11, 12, 13, 14, 15, 16]);
+      await new Promise((r) => setTimeout(r, 100));
+      // Only starts that found both slots taken notified (other processes' workers may take those).
+      expect(heard.filter((h) => h.startsWith('ratchet_done'))).toEqual([]);
+      expect(heard.filter((h) => h.startsWith('ratchet_work')).length).toBeLessThanOrEqual(4);
+    } finally {
+      await worker.stop();
+      listener.release();
+      await own.close();
     }
   });
 
@@ -148,8 +178,8 @@ describe('client.start → worker → run.result()', () => {
     try {
       const output = await engine.client.execute(order, { id: 30, items: ['a', 'b'] }, { idempotencyKey: 'exec-30', timeout: '20s' });
       expect(output).toMatchObject({ id: 30, total: 300 });
-      const [row] = (await db.pool.query(`SELECT id, result_awaited FROM ratchet.tasks WHERE idempotency_key = 'exec-30'`)).rows;
-      expect(row.result_awaited).toBe(true);
+      const [row] = (await db.pool.query(`SELECT id, awaited_by FROM ratchet.tasks WHERE idempotency_key = 'exec-30'`)).rows;
+      expect(row.awaited_by).toMatch(/^engine:/); // registered by the start itself
       // The same key again awaits the same run (already completed): its output, nothing executed again.
       const charges = () => Object.values(calls).reduce((a, b) => a + b, 0);
       const before = charges();

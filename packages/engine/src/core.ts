@@ -11,6 +11,7 @@ import type { Instrumentation } from './instrumentation.js';
 import type { RuntimeOptions } from './runtime/execution.js';
 import type { Listener } from './worker/listener.js';
 import type { RunningExecutions } from './worker/running.js';
+import type { LocalHub } from './local.js';
 import type { ConcurrencyLimits } from './concurrency.js';
 import type { ContractRegistry } from './contracts/registry.js';
 import { DEFAULT_TENANT_ID, isUuid } from './ids.js';
@@ -25,6 +26,8 @@ export interface EngineCore {
   readonly listener: Listener;
   /** Runs this process executes, told of signals and cancel requests (worker/running.ts). */
   readonly running: RunningExecutions;
+  /** In-process wake-ups and result hand-offs between this engine's clients and workers (local.ts). */
+  readonly local: LocalHub;
   /** Per-key concurrency limits by key pattern (concurrency.ts). */
   readonly limits: ConcurrencyLimits;
   readonly faults: FaultHooks | undefined;

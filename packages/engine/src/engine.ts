@@ -23,6 +23,7 @@ import { createLeasedTask, getTask } from './store/tasks.js';
 import type { TaskState } from './schema/index.js';
 import { Client, existingRun, newTaskFor, type StartOptions } from './client/client.js';
 import { newOwnerId, Registry, type EngineCore } from './core.js';
+import { LocalHub } from './local.js';
 import { Execution } from './runtime/execution.js';
 import { LeaseKeeper } from './worker/lease.js';
 import { Listener } from './worker/listener.js';
@@ -173,6 +174,7 @@ export async function createEngine(options: EngineOptions = {}): Promise<Engine>
   const database: Database = await openDatabase(options.database, options.poolSize);
   const onError = options.onError ?? (() => {});
   const listener = new Listener(database.pool, onError);
+  const owner = newOwnerId('engine');
   const core: EngineCore = {
     pool: database.pool,
     registry,
@@ -182,12 +184,12 @@ export async function createEngine(options: EngineOptions = {}): Promise<Engine>
     maxClaims,
     listener,
     running: new RunningExecutions(listener),
+    local: new LocalHub(owner),
     limits,
     faults: options.faults,
     instrumentation: options.instrumentation,
     onError,
   };
-  const owner = newOwnerId('engine');
   const leases = new LeaseKeeper(core.pool, owner, leaseMs, onError, core.faults);
   const client = new Client(core, owner);
   const workers = new Set<Worker>();

@@ -208,7 +208,7 @@ export class Client {
   /** Validates the input, inserts the run with its `started` event and wakes workers — one statement. */
   async start<W extends Workflow<any, any, any>>(wf: W, input: WorkflowRawInput<W>, options: StartOptions = {}): Promise<RunHandle<WorkflowOutput<W>>> {
     const task = newTaskFor(wf, input, options, this.#actorId, this.#core.runtime.policyVersion, this.#core.limits);
-    const row = await createTask(this.#core.pool, task);
+    const row = await this.#insert(task, null);
     if (row) return this.handle<WorkflowOutput<W>>(row.id, task.tenantId);
     const holder = await existingRun(this.#core, task);
     if ('expired' in holder) return expiredHandle<WorkflowOutput<W>>(holder.expired, task.tenantId);
@@ -233,7 +233,7 @@ export class Client {
     // Subscribed before the run exists: its completion cannot come before we listen.
     const waiter = await ResultWaiter.open(this.#core, task.id, task.tenantId);
     try {
-      const row = await createTask(this.#core.pool, task, { resultAwaited: true });
+      const row = await this.#insert(task, this.#core.local.id);
       if (row) return await waiter.settle<WorkflowOutput<W>>(row, true, timeoutMs);
     } finally {
       waiter.close();
@@ -241,6 +241,17 @@ export class Client {
     const holder = await existingRun(this.#core, task);
     if ('expired' in holder) throw holder.expired;
     return awaitResult<WorkflowOutput<W>>(this.#core, holder.task.id, task.tenantId, timeoutMs);
+  }
+
+  /**
+   * The start statement. When a worker of this engine serves the workflow and has a free slot, it
+   * is poked once the run exists and the statement sends no `ratchet_work` NOTIFY (local.ts).
+   */
+  async #insert(task: NewTask, awaitedBy: string | null): Promise<TaskRecord | null> {
+    const local = this.#core.registry.get(task.workflowName, task.workflowVersion) ? this.#core.local.workerWithCapacity() : undefined;
+    const row = await createTask(this.#core.pool, task, { awaitedBy, notify: local === undefined });
+    if (row) local?.poke();
+    return row;
   }
 
   /** A handle on an existing run. */

@@ -2,8 +2,9 @@
  * Awaiting a run's outcome: `run.result()` and `client.execute()`.
  *
  * A settled run NOTIFYs `ratchet_done` only when a caller registered for its result
- * (`tasks.result_awaited`), and the notification carries the outcome when it fits
- * (store/tasks.ts DONE_CHANNEL). So a caller subscribes first, then registers — `result()` with
+ * (`tasks.awaited_by`), and the notification carries the outcome when it fits
+ * (store/tasks.ts DONE_CHANNEL); a run settled by a worker of the caller's own engine is handed
+ * over in memory instead, with no NOTIFY at all (local.ts). So a caller subscribes first, then registers — `result()` with
  * one statement that also reads the state (`awaitTask`), `execute()` in the start's own INSERT —
  * and then normally waits without another statement: the outcome arrives with the wake-up. A
  * poll every second is the safety net for a notification lost while the listener reconnected.
@@ -30,6 +31,7 @@ export class ResultWaiter {
   /** The outcome, when the notification carried it. */
   #carried: Outcome | undefined;
   #unsubscribe: (() => void) | undefined;
+  #unlisten: (() => void) | undefined;
 
   private constructor(
     private readonly core: EngineCore,
@@ -39,6 +41,8 @@ export class ResultWaiter {
 
   static async open(core: EngineCore, runId: string, tenantId: string): Promise<ResultWaiter> {
     const waiter = new ResultWaiter(core, runId, tenantId);
+    // A worker of this engine hands the outcome over in memory (local.ts); any other settler notifies.
+    waiter.#unlisten = core.local.await(runId, (outcome) => waiter.#deliver(outcome));
     waiter.#unsubscribe = await core.listener.subscribe(DONE_CHANNEL, (payload) => waiter.#heard(payload));
     return waiter;
   }
@@ -47,13 +51,23 @@ export class ResultWaiter {
     if (payload !== undefined) {
       const outcome = doneOutcome(payload);
       if ((outcome?.id ?? payload) !== this.runId) return;
-      if (outcome) this.#carried = outcome;
+      if (outcome) return this.#deliver(outcome);
     }
+    this.#poke();
+  }
+
+  #deliver(outcome: Outcome): void {
+    this.#carried ??= outcome;
+    this.#poke();
+  }
+
+  #poke(): void {
     if (this.#wake) this.#wake();
     else this.#notified = true;
   }
 
   close(): void {
+    this.#unlisten?.();
     this.#unsubscribe?.();
   }
 
@@ -75,7 +89,7 @@ export class ResultWaiter {
       if (registered) {
         current = await getTask(this.core.pool, this.tenantId, this.runId);
       } else {
-        const again = await awaitTask(this.core.pool, this.tenantId, this.runId);
+        const again = await awaitTask(this.core.pool, this.tenantId, this.runId, this.core.local.id);
         registered = again?.registered ?? false;
         current = again;
       }
@@ -104,7 +118,7 @@ export class ResultWaiter {
 export async function awaitResult<O>(core: EngineCore, runId: string, tenantId: string, timeoutMs: number | undefined): Promise<O> {
   const waiter = await ResultWaiter.open(core, runId, tenantId);
   try {
-    const first = await awaitTask(core.pool, tenantId, runId);
+    const first = await awaitTask(core.pool, tenantId, runId, core.local.id);
     return await waiter.settle<O>(first, first?.registered ?? false, timeoutMs);
   } finally {
     waiter.close();

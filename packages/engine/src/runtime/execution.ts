@@ -54,6 +54,7 @@ import type { OperationWrite, WrittenOperation } from '../store/operations.js';
 import type { Fence, OperationRecord, TaskRecord } from '../store/rows.js';
 import type { LeaseKeeper } from '../worker/lease.js';
 import type { RunningExecutions } from '../worker/running.js';
+import type { LocalHub } from '../local.js';
 import type { OperationKind } from '../schema/index.js';
 import type { ContractRegistry } from '../contracts/registry.js';
 import { readSignalSeq } from '../store/signals.js';
@@ -112,6 +113,8 @@ export interface ExecutionDeps {
   onError?: ((error: unknown) => void) | undefined;
   /** This process's running executions, told of signals and cancel requests. */
   running?: RunningExecutions | undefined;
+  /** This engine's callers awaiting results: a settled run is handed to them in memory (local.ts). */
+  local?: LocalHub | undefined;
 }
 
 const NEVER: Promise<never> = new Promise(() => {});
@@ -804,6 +807,7 @@ export class Execution {
               }
             : { state: outcome.state, event: outcome.state, error: outcome.error, payload: { code: outcome.error.code ?? null, error: outcome.error.name } };
     transition.policyVersion = this.#deps.options.policyVersion;
+    transition.localId = this.#deps.local?.id ?? null;
     const redaction = this.#deps.options.redaction;
     if (transition.error) transition.error = redaction.error(transition.error, this.runId);
     if (transition.payload) transition.payload = redaction.payload(transition.payload, this.runId);
@@ -820,6 +824,13 @@ export class Execution {
         return;
       }
       this.fence.stateVersion = version;
+      if (outcome.state === 'completed' || outcome.state === 'failed' || outcome.state === 'cancelled') {
+        this.#deps.local?.settled(this.runId, {
+          state: outcome.state,
+          output: outcome.state === 'completed' ? (transition.output ?? null) : null,
+          error: transition.error ?? null,
+        });
+      }
       if (outcome.state !== 'completed') this.#abort.abort(new RatchetError(`the run is ${outcome.state}`, { code: 'SETTLED' }));
       this.#resolveOutcome(outcome);
     } catch (error) {

@@ -19,7 +19,7 @@
  * bump `signal_seq` instead, which the lease owner observes at its next checkpoint.
  */
 import { sql } from 'drizzle-orm';
-import { boolean, check, foreignKey, index, integer, jsonb, primaryKey, text, uniqueIndex, uuid } from 'drizzle-orm/pg-core';
+import { check, foreignKey, index, integer, jsonb, primaryKey, text, uniqueIndex, uuid } from 'drizzle-orm/pg-core';
 import { createdAt, id, oneOf, ratchetSchema, tenantId, traceColumns, ts } from './common.js';
 
 export const TASK_STATES = ['pending', 'running', 'sleeping', 'waiting', 'completed', 'failed', 'cancelled', 'parked'] as const;
@@ -48,8 +48,12 @@ export const tasks = ratchetSchema.table(
     cancelRequestedAt: ts('cancel_requested_at'),
     /** Bumped by every signal sent to the run; a move to `waiting` is conditional on it. */
     signalSeq: integer('signal_seq').notNull().default(0),
-    /** Set by a caller awaiting `run.result()`: only then does completion send a NOTIFY. */
-    resultAwaited: boolean('result_awaited').notNull().default(false),
+    /**
+     * Who awaits the run's outcome (`run.result()`, `client.execute`): null nobody; an engine
+     * instance id when every caller is in that one process (its own workers hand them the outcome
+     * in memory; any other settler NOTIFYs); '*' callers in several processes (always NOTIFY).
+     */
+    awaitedBy: text('awaited_by'),
     idempotencyKey: text('idempotency_key'),
     concurrencyKey: text('concurrency_key'),
     /** How many runs of `concurrency_key` may run at once (resolved at start from the engine's limits). */

@@ -181,7 +181,7 @@ export async function cancelTree(db: Queryable, args: { tenantId: string; taskId
                lease_owner = NULL, lease_expires_at = NULL, cancel_requested_at = coalesce(t.cancel_requested_at, ratchet.now()),
                error = $4::jsonb, completed_at = ratchet.now(), updated_at = ratchet.now()
           FROM l WHERE t.tenant_id = l.tenant_id AND t.id = l.id AND l.state <> 'running'
-        RETURNING t.tenant_id, t.id, t.state_version, t.result_awaited, t.trace_id, t.span_id, l.state AS prior_state
+        RETURNING t.tenant_id, t.id, t.state_version, t.awaited_by, t.trace_id, t.span_id, l.state AS prior_state
       ), held AS (
         UPDATE ratchet.tasks t SET cancel_requested_at = coalesce(t.cancel_requested_at, ratchet.now()), updated_at = ratchet.now()
           FROM l WHERE t.tenant_id = l.tenant_id AND t.id = l.id AND l.state = 'running'
@@ -192,7 +192,7 @@ export async function cancelTree(db: Queryable, args: { tenantId: string; taskId
                jsonb_build_object('from', i.prior_state, 'requestedFor', $2::text), $5, i.trace_id, i.span_id, ratchet.now()
           FROM idle i
       ), n AS (
-        SELECT pg_notify('ratchet_done', i.id::text) FROM idle i WHERE i.result_awaited
+        SELECT pg_notify('ratchet_done', i.id::text) FROM idle i WHERE i.awaited_by IS NOT NULL
         UNION ALL
         SELECT pg_notify('${CANCEL_CHANNEL}', h.id::text) FROM held h
       )

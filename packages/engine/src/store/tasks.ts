@@ -73,14 +73,15 @@ const insertPendingTask = {
   name: 'ratchet_insert_pending_task',
   text: `
     WITH t AS (
-      INSERT INTO ratchet.tasks AS t (${INSERT_COLUMNS}, result_awaited)
+      INSERT INTO ratchet.tasks AS t (${INSERT_COLUMNS}, awaited_by)
       SELECT $1, $2, $3, $4, 'pending', ratchet.now(), NULL, NULL, 0, $5, $6, $7, $8, $9, $10,
              ratchet.now() + $11 * interval '1 millisecond', $12, $13, ratchet.now(), ratchet.now(), $17, $18
        WHERE ${NO_LIVE_TOMBSTONE}
       ON CONFLICT (idempotency_key, workflow_name, tenant_id) WHERE idempotency_key IS NOT NULL DO NOTHING
       RETURNING ${TASK_COLUMNS}
     ), ${STARTED_EVENT},
-    n AS (SELECT pg_notify('${WORK_CHANNEL}', t."workflowName") FROM t)
+    -- Skipped ($19 false) when a worker of the starting process takes it (local.ts).
+    n AS (SELECT pg_notify('${WORK_CHANNEL}', t."workflowName") FROM t WHERE $19::bool)
     SELECT t.*, (SELECT count(*) FROM n) AS notified FROM t`,
 };
 
@@ -123,12 +124,17 @@ function insertValues(task: NewTask): unknown[] {
 }
 
 /**
- * Inserts a pending run with its `started` event and wakes workers; null when the idempotency key
- * exists (as a run or a live tombstone). `resultAwaited`: a caller awaits the outcome (its
- * settlement will notify `ratchet_done`), registered by this INSERT.
+ * Inserts a pending run with its `started` event and wakes workers (unless `notify: false`: a
+ * local worker was poked instead); null when the idempotency key exists (as a run or a live
+ * tombstone). `awaitedBy`: the engine instance of a caller awaiting the outcome, registered by
+ * this INSERT (tasks.awaited_by).
  */
-export async function createTask(db: Queryable, task: NewTask, options: { resultAwaited?: boolean } = {}): Promise<TaskRecord | null> {
-  const { rows } = await db.query<TaskRecord>({ ...insertPendingTask, values: [...insertValues(task), options.resultAwaited ?? false] });
+export async function createTask(
+  db: Queryable,
+  task: NewTask,
+  options: { awaitedBy?: string | null; notify?: boolean } = {},
+): Promise<TaskRecord | null> {
+  const { rows } = await db.query<TaskRecord>({ ...insertPendingTask, values: [...insertValues(task), options.awaitedBy ?? null, options.notify ?? true] });
   return rows[0] ?? null;
 }
 
@@ -395,6 +401,8 @@ export interface Transition {
   /** The span ids for the event (the segment that made the change); default the run's origin ids. */
   traceId?: string | null;
   spanId?: string | null;
+  /** The settling engine instance: callers of its own that await the run get the outcome from it in memory, not by NOTIFY (local.ts). */
+  localId?: string | null;
 }
 
 /**
@@ -424,7 +432,7 @@ export async function transitionTask(db: Queryable, fence: Fence, to: Transition
                completed_at = CASE WHEN $5 IN ('completed', 'failed', 'cancelled') THEN ratchet.now() END,
                updated_at = ratchet.now()
          WHERE t.tenant_id = $1 AND t.id = $2 AND t.lease_owner = $3 AND t.state_version = $4
-        RETURNING t.tenant_id, t.id, t.state_version, t.result_awaited, t.trace_id, t.span_id, t.concurrency_key, t.workflow_name
+        RETURNING t.tenant_id, t.id, t.state_version, t.awaited_by, t.trace_id, t.span_id, t.concurrency_key, t.workflow_name
       ), e AS (
         INSERT INTO ratchet.events (tenant_id, task_id, seq, event_type, actor_id, payload, policy_version, trace_id, span_id, created_at)
         SELECT t.tenant_id, t.id, t.state_version, $6, $3, $10, $12, coalesce($13::text, t.trace_id), coalesce($14::text, t.span_id), ratchet.now() FROM t
@@ -433,7 +441,8 @@ export async function transitionTask(db: Queryable, fence: Fence, to: Transition
         -- so the caller awaiting it needs no read; otherwise only the run id.
         SELECT pg_notify('${DONE_CHANNEL}', CASE WHEN octet_length(o.p) <= ${DONE_PAYLOAD_MAX} THEN o.p ELSE t.id::text END)
           FROM t CROSS JOIN LATERAL (SELECT jsonb_build_object('id', t.id, 'state', $5::text, 'output', $8::jsonb, 'error', $9::jsonb)::text AS p) o
-         WHERE t.result_awaited AND $5 IN ('completed', 'failed', 'cancelled')
+         -- Not when every caller awaiting it is in the settling process ($15): it hands them the outcome itself.
+         WHERE t.awaited_by IS NOT NULL AND t.awaited_by IS DISTINCT FROM $15::text AND $5 IN ('completed', 'failed', 'cancelled')
         UNION ALL
         -- A run of a concurrency key stopped running: the next run of its key may be claimed now.
         SELECT pg_notify('${WORK_CHANNEL}', t.workflow_name) FROM t WHERE t.concurrency_key IS NOT NULL
@@ -454,6 +463,7 @@ export async function transitionTask(db: Queryable, fence: Fence, to: Transition
       to.policyVersion ?? null,
       to.traceId ?? null,
       to.spanId ?? null,
+      to.localId ?? null,
     ],
   });
   return rows[0]?.stateVersion ?? null;
@@ -470,26 +480,28 @@ export async function fenceHolds(db: Queryable, fence: Fence): Promise<boolean> 
 }
 
 /**
- * A caller registers as awaiting the run's result (so its completion will NOTIFY) and reads its
- * state in the same statement: registering before checking means no completion is missed. The
- * registration takes the task row's lock, which conflicts with a step checkpoint's fence; rather
- * than wait behind it, a locked row is skipped and reported `registered: false`, and the caller
- * tries again a moment later.
+ * A caller of engine instance `me` registers as awaiting the run's result and reads its state in
+ * the same statement: registering before checking means no completion is missed. `awaited_by`
+ * becomes `me`, or '*' once callers of two instances await it (then every settlement notifies).
+ * The registration takes the task row's lock, which conflicts with a step checkpoint's fence;
+ * rather than wait behind it, a locked row is skipped and reported `registered: false`, and the
+ * caller tries again a moment later.
  */
-export async function awaitTask(db: Queryable, tenantId: string, id: string): Promise<(TaskRecord & { registered: boolean }) | null> {
+export async function awaitTask(db: Queryable, tenantId: string, id: string, me: string): Promise<(TaskRecord & { registered: boolean }) | null> {
   const { rows } = await db.query<TaskRecord & { registered: boolean }>({
     name: 'ratchet_await_task',
     text: `
       WITH l AS (
         SELECT tenant_id, id FROM ratchet.tasks
-         WHERE tenant_id = $1 AND id = $2 AND NOT result_awaited
+         WHERE tenant_id = $1 AND id = $2 AND (awaited_by IS NULL OR awaited_by NOT IN ($3, '*'))
            FOR NO KEY UPDATE SKIP LOCKED
       ), u AS (
-        UPDATE ratchet.tasks t SET result_awaited = true FROM l WHERE t.tenant_id = l.tenant_id AND t.id = l.id RETURNING t.id
+        UPDATE ratchet.tasks t SET awaited_by = CASE WHEN t.awaited_by IS NULL THEN $3 ELSE '*' END
+          FROM l WHERE t.tenant_id = l.tenant_id AND t.id = l.id RETURNING t.id
       )
-      SELECT ${TASK_COLUMNS}, (t.result_awaited OR EXISTS (SELECT 1 FROM u)) AS registered
+      SELECT ${TASK_COLUMNS}, (coalesce(t.awaited_by IN ($3, '*'), false) OR EXISTS (SELECT 1 FROM u)) AS registered
         FROM ratchet.tasks t WHERE t.tenant_id = $1 AND t.id = $2`,
-    values: [tenantId, id],
+    values: [tenantId, id, me],
   });
   return rows[0] ?? null;
 }

@@ -22,6 +22,7 @@ import { LeaseKeeper } from './lease.js';
 import { Scheduler } from '../schedules/scheduler.js';
 import { Heartbeat } from './heartbeat.js';
 import { ValidationError } from '@ratchet/sdk';
+import type { LocalWorker } from '../local.js';
 
 export interface WorkerOptions {
   /** Runs executed at once. Default 10. */
@@ -67,6 +68,11 @@ export class Worker {
   readonly #heartbeatMs: number;
   /** The worker's row in ratchet.workers while started (worker/heartbeat.ts). */
   #heartbeat: Heartbeat | undefined;
+  /** How this engine's clients wake this worker in memory (local.ts). */
+  readonly #local: LocalWorker = {
+    hasCapacity: () => this.#loop !== undefined && !this.#stopping && this.#active.size < this.#concurrency,
+    poke: () => this.#poke(),
+  };
 
   constructor(core: EngineCore, options: WorkerOptions = {}) {
     this.#core = core;
@@ -98,12 +104,14 @@ export class Worker {
     this.#scheduler = new Scheduler(this.#core, { actorId: this.workerId, pollMs: this.#pollMs });
     await this.#scheduler.start();
     this.#loop = this.#run();
+    this.#core.local.addWorker(this.#local);
   }
 
   /** Stops claiming; waits for in-flight runs up to the grace period, then releases the rest to other workers. */
   async stop(): Promise<void> {
     if (!this.#loop) return;
     this.#stopping = true;
+    this.#core.local.removeWorker(this.#local);
     await this.#scheduler?.stop();
     this.#scheduler = undefined;
     this.#poke();
@@ -259,6 +267,7 @@ export class Worker {
             instrumentation: this.#core.instrumentation,
             onError: this.#core.onError,
             running: this.#core.running,
+            local: this.#core.local,
           },
           operations,
         );

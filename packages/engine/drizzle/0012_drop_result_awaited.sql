@@ -1,0 +1,1 @@
+ALTER TABLE "ratchet"."tasks" DROP COLUMN "result_awaited";
