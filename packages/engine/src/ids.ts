@@ -35,7 +35,7 @@ export function uuidv7(now: number = Date.now()): string {
       counter = 0;
     }
   } else {
-    counter = randomBytes(2).readUInt16BE(0) & 0x3ff; // start low so the counter has room
+    counter = random16().readUInt16BE(0) & 0x3ff; // start low so the counter has room
   }
   lastMs = ms;
   const bytes = random16();

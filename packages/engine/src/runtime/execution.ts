@@ -179,7 +179,9 @@ export class Execution {
   #clockOffset: number;
   #lastFact: Date;
   #lastKey = '';
-  #random: () => number;
+  /** ctx.random()'s generator, made on first use from `#randomSeed` (most steps never draw one: hashing a seed per step would be waste). */
+  #random: (() => number) | undefined;
+  #randomSeed: string;
   #settling = false;
   #cancelRequested = false;
   #cancelDelivered = false;
@@ -220,7 +222,7 @@ export class Execution {
     this.#nextSeq = operations.reduce((max, op) => Math.max(max, op.seq), 0) + 1;
     this.#clockOffset = deps.dbNow.getTime() - (deps.claimedLocalAt ?? Date.now());
     this.#lastFact = deps.task.createdAt;
-    this.#random = seededRandom(`${this.runId}:`);
+    this.#randomSeed = `${this.runId}:`;
     this.#cancelRequested = deps.task.cancelRequestedAt !== null;
     this.#signalSeq = deps.task.signalSeq;
   }
@@ -445,6 +447,7 @@ export class Execution {
 
   /** ctx.random(): the generator seeded by the run id and the latest step key. */
   random(): number {
+    this.#random ??= seededRandom(this.#randomSeed);
     return this.#random();
   }
 
@@ -458,7 +461,8 @@ export class Execution {
     if (at && at.getTime() > this.#lastFact.getTime()) this.#lastFact = at;
     if (key !== this.#lastKey) {
       this.#lastKey = key;
-      this.#random = seededRandom(`${this.runId}:${key}`);
+      this.#randomSeed = `${this.runId}:${key}`;
+      this.#random = undefined;
     }
   }
 
