@@ -4,10 +4,11 @@
  * A settled run NOTIFYs `ratchet_done` only when a caller registered for its result
  * (`tasks.awaited_by`), and the notification carries the outcome when it fits
  * (store/tasks.ts DONE_CHANNEL); a run settled by a worker of the caller's own engine is handed
- * over in memory instead, with no NOTIFY at all (local.ts). So a caller subscribes first, then registers — `result()` with
- * one statement that also reads the state (`awaitTask`), `execute()` in the start's own INSERT —
- * and then normally waits without another statement: the outcome arrives with the wake-up. A
- * poll every second is the safety net for a notification lost while the listener reconnected.
+ * over in memory instead, with no NOTIFY at all (local.ts). So a caller subscribes first, then
+ * registers — `result()` with one statement that also reads the state (`awaitTask`),
+ * `execute()` in the start's own INSERT — and then normally waits without another statement:
+ * the outcome arrives with the wake-up. A poll every second is the safety net for a
+ * notification lost while the listener reconnected.
  */
 import { NotFoundError, TimeoutError, deserializeError, type SerializedError } from '@ratchet/sdk';
 import type { EngineCore } from '../core.js';
@@ -43,7 +44,12 @@ export class ResultWaiter {
     const waiter = new ResultWaiter(core, runId, tenantId);
     // A worker of this engine hands the outcome over in memory (local.ts); any other settler notifies.
     waiter.#unlisten = core.local.await(runId, (outcome) => waiter.#deliver(outcome));
-    waiter.#unsubscribe = await core.listener.subscribe(DONE_CHANNEL, (payload) => waiter.#heard(payload));
+    try {
+      waiter.#unsubscribe = await core.listener.subscribe(DONE_CHANNEL, (payload) => waiter.#heard(payload));
+    } catch (error) {
+      waiter.close();
+      throw error;
+    }
     return waiter;
   }
 
