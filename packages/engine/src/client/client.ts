@@ -217,8 +217,8 @@ export class Client {
 
   /**
    * Starts a run and awaits its outcome: `start` then `result()`, but the start's own INSERT
-   * registers the caller, so a run whose outcome fits in the completion's NOTIFY costs the caller
-   * one statement in all. Resolves to the output; rejects with the run's error, or TimeoutError
+   * registers the caller, so a run settled by this engine's own worker costs the caller one
+   * statement in all (two when another process settles it: the read after its NOTIFY). Resolves to the output; rejects with the run's error, or TimeoutError
    * after `timeout` (the run goes on). A key that already started a run awaits that run.
    */
   async execute<W extends Workflow<any, any, any>>(

@@ -1,16 +1,15 @@
 /**
  * Awaiting a run's outcome: `run.result()` and `client.execute()`.
  *
- * A settled run NOTIFYs `ratchet_done` only when a caller registered for its result
- * (`tasks.awaited_by`), and the notification carries the outcome when it fits
- * (store/tasks.ts DONE_CHANNEL); a run settled by a worker of the caller's own engine is handed
- * over in memory instead, with no NOTIFY at all (local.ts). So a caller subscribes first, then
- * registers — `result()` with one statement that also reads the state (`awaitTask`),
- * `execute()` in the start's own INSERT — and then normally waits without another statement:
- * the outcome arrives with the wake-up. A poll every second is the safety net for a
- * notification lost while the listener reconnected.
+ * A caller subscribes first, then registers — `result()` with one statement that also reads the
+ * state (`awaitTask`), `execute()` in the start's own INSERT — then waits. A run settled by a
+ * worker of the caller's own engine is handed over in memory, outcome and all, with no NOTIFY
+ * and no read (local.ts). A run settled elsewhere NOTIFYs `ratchet_done` with its id only (any
+ * session may LISTEN, so outcomes never travel in payloads) and the caller reads it: one
+ * statement. A poll every second is the safety net for a notification lost while the listener
+ * reconnected.
  */
-import { NotFoundError, TimeoutError, deserializeError, type SerializedError } from '@ratchet/sdk';
+import { NotFoundError, TimeoutError, deserializeError } from '@ratchet/sdk';
 import type { EngineCore } from '../core.js';
 import type { TaskState } from '../schema/index.js';
 import type { TaskRecord } from '../store/rows.js';
@@ -29,7 +28,7 @@ export class ResultWaiter {
   #wake: (() => void) | undefined;
   /** A notification that arrived while no one was waiting (a query in flight): the next wait returns at once. */
   #notified = false;
-  /** The outcome, when the notification carried it. */
+  /** The outcome, when a local worker handed it over. */
   #carried: Outcome | undefined;
   #unsubscribe: (() => void) | undefined;
   #unlisten: (() => void) | undefined;
@@ -54,12 +53,8 @@ export class ResultWaiter {
   }
 
   #heard(payload: string | undefined): void {
-    if (payload !== undefined) {
-      const outcome = doneOutcome(payload);
-      if ((outcome?.id ?? payload) !== this.runId) return;
-      if (outcome) return this.#deliver(outcome);
-    }
-    this.#poke();
+    // No payload: the listener reconnected and every subscriber looks again.
+    if (payload === undefined || payload === this.runId) this.#poke();
   }
 
   #deliver(outcome: Outcome): void {
@@ -128,18 +123,6 @@ export async function awaitResult<O>(core: EngineCore, runId: string, tenantId: 
     return await waiter.settle<O>(first, first?.registered ?? false, timeoutMs);
   } finally {
     waiter.close();
-  }
-}
-
-/** A `ratchet_done` payload that carries the outcome (JSON), or undefined for a bare run id. */
-function doneOutcome(payload: string): (Outcome & { id: string }) | undefined {
-  if (!payload.startsWith('{')) return undefined;
-  try {
-    const parsed = JSON.parse(payload) as { id?: unknown; state?: unknown; output?: unknown; error?: unknown };
-    if (typeof parsed.id !== 'string' || typeof parsed.state !== 'string' || !FINAL.has(parsed.state as TaskState)) return undefined;
-    return { id: parsed.id, state: parsed.state as TaskState, output: parsed.output ?? null, error: (parsed.error ?? null) as SerializedError | null };
-  } catch {
-    return undefined;
   }
 }
 

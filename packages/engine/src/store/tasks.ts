@@ -22,12 +22,10 @@ function timed<I extends unknown[]>(config: pg.QueryConfig<I>, ms: number): pg.Q
 /** Channel a start notifies so idle workers claim at once. */
 export const WORK_CHANNEL = 'ratchet_work';
 /**
- * Channel a settled run notifies when a caller awaits `run.result()`. Payload: the run's outcome
- * as JSON `{ id, state, output, error }` when it fits in DONE_PAYLOAD_MAX bytes, else the bare run id.
+ * Channel a settled run notifies when a caller in another process awaits it (payload: the run
+ * id). Never the outcome: any session of the database may LISTEN, whatever its tenant or role.
  */
 export const DONE_CHANNEL = 'ratchet_done';
-/** Largest outcome sent inside a `ratchet_done` notification (NOTIFY refuses payloads of 8000 bytes). */
-export const DONE_PAYLOAD_MAX = 7_900;
 
 export interface NewTask {
   tenantId: string;
@@ -437,11 +435,9 @@ export async function transitionTask(db: Queryable, fence: Fence, to: Transition
         INSERT INTO ratchet.events (tenant_id, task_id, seq, event_type, actor_id, payload, policy_version, trace_id, span_id, created_at)
         SELECT t.tenant_id, t.id, t.state_version, $6, $3, $10, $12, coalesce($13::text, t.trace_id), coalesce($14::text, t.span_id), ratchet.now() FROM t
       ), n AS (
-        -- The outcome travels with the notification when it fits (NOTIFY's limit is 8000 bytes),
-        -- so the caller awaiting it needs no read; otherwise only the run id.
-        SELECT pg_notify('${DONE_CHANNEL}', CASE WHEN octet_length(o.p) <= ${DONE_PAYLOAD_MAX} THEN o.p ELSE t.id::text END)
-          FROM t CROSS JOIN LATERAL (SELECT jsonb_build_object('id', t.id, 'state', $5::text, 'output', $8::jsonb, 'error', $9::jsonb)::text AS p) o
-         -- Not when every caller awaiting it is in the settling process ($15): it hands them the outcome itself.
+        -- Only the run id: any session may LISTEN, so an outcome must never travel in a payload.
+        -- Not when every caller awaiting it is in the settling process ($15): it hands them the outcome itself.
+        SELECT pg_notify('${DONE_CHANNEL}', t.id::text) FROM t
          WHERE t.awaited_by IS NOT NULL AND t.awaited_by IS DISTINCT FROM $15::text AND $5 IN ('completed', 'failed', 'cancelled')
         UNION ALL
         -- A run of a concurrency key stopped running: the next run of its key may be claimed now.
