@@ -125,7 +125,10 @@ describe('faultsFromEnv', () => {
     const drop = faultsFromEnv({ RATCHET_FAULTS: 'beforeCommit:drop@*', DATABASE_URL: db.url }).beforeCommit!;
     let cut = 0;
     const triage = triageWorkflow(async () => {});
-    const options = { workflows: [triage], actions: appActions, checks: appChecks, contractTables: appTables, leaseMs: 1_500 };
+    // The lease outlasts the commit's whole retry budget (~1.3 s of backoff plus the cuts): with a
+    // shorter one, the lease watchdog — whose renewals the cuts also fail — may stop the segment
+    // before the last attempt, and the count below becomes a race.
+    const options = { workflows: [triage], actions: appActions, checks: appChecks, contractTables: appTables, leaseMs: 5_000 };
     // Every attempt of the first segment loses its connection inside the commit transaction, as
     // a restart longer than the retries would; afterwards the database is fine.
     const doomed = await engineOn(db, { ...options, faults: { beforeCommit: async (c) => (cut < 6 ? (cut += 1, await drop(c)) : undefined) } });
