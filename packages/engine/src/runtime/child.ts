@@ -27,8 +27,7 @@ import { tenantOf } from '../core.js';
 import { createTask, getTask, getTaskByKey } from '../store/tasks.js';
 import type { OperationRecord, TaskRecord } from '../store/rows.js';
 import type { Execution, Found } from './execution.js';
-
-const FINAL = new Set(['completed', 'failed', 'cancelled']);
+import { FINAL } from '../client/result.js';
 
 export async function runChild<O>(
   run: Execution,

@@ -665,9 +665,12 @@ export class Execution {
     if (full.error) full.error = this.#deps.options.redaction.error(full.error, this.runId);
     const writing = { stepKey: full.stepKey, since: Date.now() };
     this.#writing = writing;
-    const written = await writeCheckpoint(this.#deps.pool, this.fence, full, this.#deps.onError, statement && (() => statement(full))).finally(() => {
+    let written: WrittenOperation | 'lost';
+    try {
+      written = await writeCheckpoint(this.#deps.pool, this.fence, full, this.#deps.onError, statement && (() => statement(full)));
+    } finally {
       if (this.#writing === writing) this.#writing = undefined;
-    });
+    }
     if (written === 'lost') {
       this.#lose();
       return NEVER;

@@ -8,6 +8,7 @@
  * migration 0001 admits deletes under.
  */
 import type pg from 'pg';
+import { DELETED_COUNTS_SQL, deleteRunsCtes, RUN_DELETES_ALLOWED_SQL } from './run-rows.js';
 
 type Queryable = Pick<pg.Pool | pg.PoolClient, 'query'>;
 
@@ -53,28 +54,16 @@ export interface BatchCounts {
 
 /** Deletes one batch of the tenant's runs with everything hanging off them; adds the counts to the audit row. */
 export async function purgeTaskBatch(client: pg.PoolClient, tenantId: string, purgeId: string, limit: number): Promise<BatchCounts> {
-  await client.query(`SELECT set_config('ratchet.allow_event_delete', 'on', true)`);
-  const { rows } = await client.query<BatchCounts>(
+  await client.query(RUN_DELETES_ALLOWED_SQL);
+  const { rows } = await client.query<Omit<BatchCounts, 'tasks'> & { runs: number }>(
     `WITH v AS (
        SELECT t.tenant_id, t.id FROM ratchet.tasks t WHERE t.tenant_id = $1 ORDER BY t.id LIMIT $2 FOR UPDATE SKIP LOCKED
-     ), o AS (
-       DELETE FROM ratchet.operations x USING v WHERE x.tenant_id = v.tenant_id AND x.task_id = v.id RETURNING 1
-     ), e AS (
-       DELETE FROM ratchet.events x USING v WHERE x.tenant_id = v.tenant_id AND x.task_id = v.id RETURNING 1
-     ), m AS (
-       DELETE FROM ratchet.outbox x USING v WHERE x.tenant_id = v.tenant_id AND x.task_id = v.id RETURNING 1
-     ), s AS (
-       DELETE FROM ratchet.signals x USING v WHERE x.tenant_id = v.tenant_id AND x.task_id = v.id RETURNING 1
-     ), c AS (
-       DELETE FROM ratchet.contracts x USING v WHERE x.tenant_id = v.tenant_id AND x.task_id = v.id RETURNING 1
-     ), t AS (
-       DELETE FROM ratchet.tasks x USING v WHERE x.tenant_id = v.tenant_id AND x.id = v.id RETURNING 1
-     )
-     SELECT (SELECT count(*) FROM t)::int AS tasks, (SELECT count(*) FROM o)::int AS operations, (SELECT count(*) FROM e)::int AS events,
-            (SELECT count(*) FROM m)::int AS outbox, (SELECT count(*) FROM s)::int AS signals, (SELECT count(*) FROM c)::int AS contracts`,
+     ), ${deleteRunsCtes('v')}
+     SELECT ${DELETED_COUNTS_SQL}`,
     [tenantId, limit],
   );
-  const counts = rows[0]!;
+  const { runs, ...children } = rows[0]!;
+  const counts: BatchCounts = { tasks: runs, ...children };
   await addRemoved(client, tenantId, purgeId, counts as unknown as Record<string, number>);
   return counts;
 }

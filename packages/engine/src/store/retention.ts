@@ -25,6 +25,7 @@
  * running retention again.
  */
 import type pg from 'pg';
+import { DELETED_COUNTS_SQL, deleteRunsCtes, RUN_DELETES_ALLOWED_SQL } from './run-rows.js';
 
 type Queryable = Pick<pg.Pool | pg.PoolClient, 'query'>;
 
@@ -90,22 +91,8 @@ export const RETENTION_BATCH_SQL = `
            finished_at = CASE WHEN x.expires_at <= ratchet.now() THEN EXCLUDED.finished_at ELSE x.finished_at END,
            expires_at = greatest(x.expires_at, EXCLUDED.expires_at)
     RETURNING 1
-  ), o AS (
-    DELETE FROM ratchet.operations x USING b WHERE x.task_id = b.id AND x.tenant_id = b.tenant_id RETURNING 1
-  ), e AS (
-    DELETE FROM ratchet.events x USING b WHERE x.tenant_id = b.tenant_id AND x.task_id = b.id RETURNING 1
-  ), m AS (
-    DELETE FROM ratchet.outbox x USING b WHERE x.task_id = b.id AND x.tenant_id = b.tenant_id RETURNING 1
-  ), s AS (
-    DELETE FROM ratchet.signals x USING b WHERE x.task_id = b.id AND x.tenant_id = b.tenant_id RETURNING 1
-  ), c AS (
-    DELETE FROM ratchet.contracts x USING b WHERE x.task_id = b.id AND x.tenant_id = b.tenant_id RETURNING 1
-  ), t AS (
-    DELETE FROM ratchet.tasks x USING b WHERE x.tenant_id = b.tenant_id AND x.id = b.id RETURNING x.completed_at
-  )
-  SELECT (SELECT count(*) FROM t)::int AS runs, (SELECT count(*) FROM o)::int AS operations,
-         (SELECT count(*) FROM e)::int AS events, (SELECT count(*) FROM m)::int AS outbox,
-         (SELECT count(*) FROM s)::int AS signals, (SELECT count(*) FROM c)::int AS contracts,
+  ), ${deleteRunsCtes('b')}
+  SELECT ${DELETED_COUNTS_SQL},
          (SELECT count(*) FROM k)::int AS tombstones, (SELECT max(completed_at) FROM t) AS "finishedUpTo"`;
 
 export interface RetentionBatchArgs {
@@ -129,7 +116,7 @@ export async function removeRetentionBatch(
   await client.query('BEGIN');
   try {
     // Transaction-local: the events trigger admits these deletes and no others (migration 0001).
-    await client.query(`SELECT set_config('ratchet.allow_event_delete', 'on', true)`);
+    await client.query(RUN_DELETES_ALLOWED_SQL);
     const { rows } = await client.query<RetentionBatchCounts>({
       name: 'ratchet_retention_batch',
       text: RETENTION_BATCH_SQL,
