@@ -46,12 +46,18 @@ const { values: args } = parseArgs({
     workloads: { type: 'string', default: 'trivial,effects,agent' },
     out: { type: 'string' },
     statements: { type: 'boolean', default: false },
+    warmup: { type: 'string' },
+    phases: { type: 'string' },
   },
 });
 const N = Number(args.runs);
 const K = Number(args.steps);
 const C = Number(args.concurrency);
 const WORKLOADS = args.workloads!.split(',').map((w) => w.trim());
+/** Runs per phase before measuring, C in flight: connections, prepared statements and the JIT reach steady state. */
+const WARMUP = args.warmup === undefined ? Math.ceil(N / 5) : Number(args.warmup);
+/** Only the phases whose name matches (a regular expression); the rest are skipped. */
+const PHASES = args.phases === undefined ? undefined : new RegExp(args.phases, 'i');
 
 // ------------------------------------------------------------------------------ the workflows
 
@@ -160,26 +166,31 @@ const settings = (await admin.query(`SELECT name, setting FROM pg_settings WHERE
 
 const results: PhaseResult[] = [];
 try {
-  const run = (workload: string, name: string, w: Workload) =>
-    phase(workload, name, workload === 'agent' ? 3 : K, w).then((r) => results.push(r));
+  const run = async (workload: string, name: string, w: Workload | (() => Workload | Promise<Workload>)) => {
+    if (PHASES && !PHASES.test(name)) return;
+    const workload_ = typeof w === 'function' ? await w() : w;
+    results.push(await phase(workload, name, workload === 'agent' ? 3 : K, workload_));
+  };
   // Each system runs alone: DBOS is shut down (its pollers stopped) before Ratchet starts.
   for (const workload of WORKLOADS) {
-    if (workload === 'trivial') await run(workload, 'raw single-INSERT commits (limit)', rawInserts());
-    await run(workload, 'baseline (hand-rolled)', workload === 'trivial' ? baseline() : workload === 'effects' ? baselineEffects() : baselineAgent());
+    if (workload === 'trivial') await run(workload, 'raw single-INSERT commits (limit)', rawInserts);
+    await run(workload, 'baseline (hand-rolled)', workload === 'trivial' ? baseline : workload === 'effects' ? baselineEffects : baselineAgent);
   }
-  const dbos = await startDbos();
-  for (const workload of WORKLOADS.filter((w) => w !== 'agent')) {
-    await run(workload, 'DBOS Transact 5.3.0 direct', dbos.direct(workload));
-    await run(workload, 'DBOS Transact 5.3.0 queue', dbos.queue(workload));
+  if (!PHASES || PHASES.test('DBOS Transact 5.3.0 direct') || PHASES.test('DBOS Transact 5.3.0 queue')) {
+    const dbos = await startDbos();
+    for (const workload of WORKLOADS.filter((w) => w !== 'agent')) {
+      await run(workload, 'DBOS Transact 5.3.0 direct', () => dbos.direct(workload));
+      await run(workload, 'DBOS Transact 5.3.0 queue', () => dbos.queue(workload));
+    }
+    await DBOS.shutdown();
   }
-  await DBOS.shutdown();
   for (const workload of WORKLOADS) {
     const wf = workload === 'trivial' ? trivial : workload === 'effects' ? effects : agent;
     const engine = await createEngine({ database: url, workflows: [wf], actions: [insertTicket], poolSize: C * 2 + 6 });
     await engine.migrate();
-    await run(workload, 'ratchet direct (engine.run)', ratchetDirect(engine, wf));
-    await run(workload, 'ratchet queue (client.execute → worker)', await ratchetQueue(engine, wf, 'execute'));
-    await run(workload, 'ratchet queue (start → worker → result())', await ratchetQueue(engine, wf, 'start'));
+    await run(workload, 'ratchet direct (engine.run)', () => ratchetDirect(engine, wf));
+    await run(workload, 'ratchet queue (client.execute → worker)', () => ratchetQueue(engine, wf, 'execute'));
+    await run(workload, 'ratchet queue (start → worker → result())', () => ratchetQueue(engine, wf, 'start'));
     await engine.close();
   }
   if (args.statements) await printTopStatements();
@@ -211,7 +222,13 @@ if (args.out) {
 type Workload = { once: (token: string) => Promise<void>; close: () => Promise<void> };
 
 async function phase(workload: string, name: string, stepsPerRun: number, w: Workload): Promise<PhaseResult> {
-  for (let i = 0; i < Math.min(20, N); i += 1) await w.once(`warm-${tokens++}`); // connections, prepared statements
+  let warm = 0;
+  await Promise.all(Array.from({ length: C }, async () => {
+    while (warm < WARMUP) {
+      warm += 1;
+      await w.once(`warm-${tokens++}`);
+    }
+  }));
   const before = await counters();
   const cpu0 = process.cpuUsage();
   const latencies: number[] = [];
@@ -444,7 +461,7 @@ async function ratchetQueue(engine: Engine, wf: Workflow<any, any, any>, how: 'e
 // ------------------------------------------------------------------------------ reporting
 
 function commandLine(): string {
-  return `pnpm bench --runs ${N} --steps ${K} --concurrency ${C} --workloads ${WORKLOADS.join(',')}`;
+  return `pnpm bench --runs ${N} --warmup ${WARMUP} --steps ${K} --concurrency ${C} --workloads ${WORKLOADS.join(',')}${args.phases ? ` --phases '${args.phases}'` : ''}`;
 }
 
 function render(rows: PhaseResult[]): string {

@@ -6,15 +6,21 @@
  * here, a single-row INSERT commits 2.5× slower with a `pg_notify` than without. When both ends
  * are in this process, memory does the job instead:
  *
- * - a start whose workflow a local worker serves, with a free slot, skips `ratchet_work` and pokes
- *   that worker (a busy worker claims again the moment a slot frees; other processes' workers
- *   still find the run by their poll);
+ * - a start whose workflow a local worker serves, with a free slot, is an eager start (as in
+ *   Temporal): the slot is reserved, the start's INSERT leases the run to that worker with its
+ *   `claimed` event, and the worker runs it — no `ratchet_work`, no claim statement. The INSERT
+ *   leaves the run pending when a due pending run of the same workflow version at its priority
+ *   or higher waits (the claim takes that one first), and a run with a concurrency key is never
+ *   eager (only the claim assigns its key's slots): then the worker is poked to claim. A busy
+ *   worker claims again the moment a slot frees; other processes' workers find pending runs by
+ *   their poll;
  * - a caller awaiting a result registers this engine's id (`tasks.awaited_by`); a run settled by
  *   this engine's workers is handed to its local waiters, and NOTIFYs only when a caller in
  *   another process awaits it too (`awaited_by = '*'`) — or when another process settles it.
  */
 import type { TaskState } from './schema/index.js';
 import type { SerializedError } from '@ratchet/sdk';
+import type { ClaimedTask } from './store/tasks.js';
 
 /** A settled run's outcome, as a waiter needs it. */
 export interface SettledOutcome {
@@ -29,6 +35,19 @@ export interface LocalWorker {
   hasCapacity(): boolean;
   /** Claim now (a run was just started). */
   poke(): void;
+  /** Holds a free slot for one eager start, if the worker has one. */
+  reserve(): SlotReservation | undefined;
+}
+
+/** A worker's slot held while a start's INSERT runs; exactly one of `take` or `release` ends it. */
+export interface SlotReservation {
+  /** The worker's lease owner id and lease length, for the INSERT. */
+  readonly owner: string;
+  readonly leaseMs: number;
+  /** The INSERT leased the run to this worker: run it, as if claimed. */
+  take(task: ClaimedTask): void;
+  /** The slot is free again; `poke`: a pending run was inserted, claim now. */
+  release(poke: boolean): void;
 }
 
 export class LocalHub {
@@ -49,6 +68,15 @@ export class LocalHub {
   /** A local worker (they all serve this engine's workflows) with a free slot, if any. */
   workerWithCapacity(): LocalWorker | undefined {
     for (const worker of this.#workers) if (worker.hasCapacity()) return worker;
+    return undefined;
+  }
+
+  /** A free slot of a local worker, held for an eager start, if any worker has one. */
+  reserve(): SlotReservation | undefined {
+    for (const worker of this.#workers) {
+      const slot = worker.reserve();
+      if (slot) return slot;
+    }
     return undefined;
   }
 

@@ -31,7 +31,7 @@ import { TASK_STATES, type TaskState } from '../schema/index.js';
 import { isUuid, uuidv7 } from '../ids.js';
 import { idempotencyKeyOf, tenantOf, type EngineCore } from '../core.js';
 import type { TaskRecord } from '../store/rows.js';
-import { createTask, getTask, getTaskByKey, type NewTask } from '../store/tasks.js';
+import { createTask, getTask, getTaskByKey, type ClaimedTask, type NewTask } from '../store/tasks.js';
 import { awaitResult, ResultWaiter } from './result.js';
 import { resolveOperation } from '../store/resolve.js';
 import { DEFAULT_CONCURRENCY_LIMIT, type ConcurrencyLimits } from '../concurrency.js';
@@ -244,13 +244,23 @@ export class Client {
   }
 
   /**
-   * The start statement. When a worker of this engine serves the workflow and has a free slot, it
-   * is poked once the run exists and the statement sends no `ratchet_work` NOTIFY (local.ts).
+   * The start statement. When a worker of this engine serves the workflow and has a free slot, the
+   * start is eager: the INSERT leases the run to that worker, which runs it at once — no NOTIFY and
+   * no claim (local.ts). Should the INSERT leave the run pending, the worker is poked to claim.
    */
   async #insert(task: NewTask, awaitedBy: string | null): Promise<TaskRecord | null> {
-    const local = this.#core.registry.get(task.workflowName, task.workflowVersion) ? this.#core.local.workerWithCapacity() : undefined;
-    const row = await createTask(this.#core.pool, task, { awaitedBy, notify: local === undefined });
-    if (row) local?.poke();
+    const slot = this.#core.registry.get(task.workflowName, task.workflowVersion) ? this.#core.local.reserve() : undefined;
+    // A keyed run takes a slot of its key, which only the claim assigns: never eager.
+    const eager = slot && task.concurrencyKey === null ? { owner: slot.owner, leaseMs: slot.leaseMs } : null;
+    let row: ClaimedTask | null;
+    try {
+      row = await createTask(this.#core.pool, task, { awaitedBy, notify: slot === undefined, eager });
+    } catch (error) {
+      slot?.release(false);
+      throw error;
+    }
+    if (slot && row?.state === 'running') slot.take(row);
+    else slot?.release(row !== null);
     return row;
   }
 

@@ -70,17 +70,39 @@ const NO_LIVE_TOMBSTONE = `($5::text IS NULL OR NOT EXISTS (
 const insertPendingTask = {
   name: 'ratchet_insert_pending_task',
   text: `
-    WITH t AS (
-      INSERT INTO ratchet.tasks AS t (${INSERT_COLUMNS}, awaited_by)
-      SELECT $1, $2, $3, $4, 'pending', ratchet.now(), NULL, NULL, 0, $5, $6, $7, $8, $9, $10,
-             ratchet.now() + $11 * interval '1 millisecond', $12, $13, ratchet.now(), ratchet.now(), $17, $18
+    WITH g AS (
+      -- Eager start ($20: a local worker with a free slot, local.ts): the run is claimed by the
+      -- INSERT itself, leased to that worker. Not when a due pending run of the same workflow
+      -- version at this priority or higher is waiting: the claim would take that one first.
+      SELECT $20::text IS NOT NULL AND NOT EXISTS (
+               SELECT 1 FROM ratchet.tasks p
+                WHERE p.workflow_name = $3 AND p.workflow_version = $4 AND p.state = 'pending'
+                  AND p.priority >= $7 AND p.due_at <= ratchet.now()) AS eager
+    ), t AS (
+      INSERT INTO ratchet.tasks AS t (${INSERT_COLUMNS}, awaited_by, state_version)
+      SELECT $1, $2, $3, $4,
+             CASE WHEN g.eager THEN 'running' ELSE 'pending' END,
+             CASE WHEN g.eager THEN ratchet.now() + $21 * interval '1 millisecond' ELSE ratchet.now() END,
+             CASE WHEN g.eager THEN $20 END,
+             CASE WHEN g.eager THEN ratchet.now() + $21 * interval '1 millisecond' END,
+             CASE WHEN g.eager THEN 1 ELSE 0 END, $5, $6, $7, $8, $9, $10,
+             ratchet.now() + $11 * interval '1 millisecond', $12, $13, ratchet.now(), ratchet.now(), $17, $18,
+             CASE WHEN g.eager THEN 2 ELSE 1 END
+        FROM g
        WHERE ${NO_LIVE_TOMBSTONE}
       ON CONFLICT (idempotency_key, workflow_name, tenant_id) WHERE idempotency_key IS NOT NULL DO NOTHING
       RETURNING ${TASK_COLUMNS}
-    ), ${STARTED_EVENT},
+    ), e AS (
+      -- The same history as a run claimed by a worker: started, then claimed.
+      INSERT INTO ratchet.events (tenant_id, task_id, seq, event_type, actor_id, payload, policy_version, trace_id, span_id, created_at)
+      SELECT t."tenantId", t.id, 1, 'started', $14, $15, $16, t."traceId", t."spanId", t."createdAt" FROM t
+      UNION ALL
+      SELECT t."tenantId", t.id, 2, 'claimed', $20, '{"claims": 1, "from": "pending", "eager": true}'::jsonb, $16, t."traceId", t."spanId", t."createdAt"
+        FROM t WHERE t.state = 'running'
+    ),
     -- Skipped ($19 false) when a worker of the starting process takes it (local.ts).
     n AS (SELECT pg_notify('${WORK_CHANNEL}', t."workflowName") FROM t WHERE $19::bool)
-    SELECT t.*, (SELECT count(*) FROM n) AS notified FROM t`,
+    SELECT t.*, ratchet.now() AS "claimedAt", false AS "hasOperations", (SELECT count(*) FROM n) AS notified FROM t`,
 };
 
 /** Direct path (DESIGN §3.1): the run is born leased to the caller, so no notify and no claim. */
@@ -125,14 +147,19 @@ function insertValues(task: NewTask): unknown[] {
  * Inserts a pending run with its `started` event and wakes workers (unless `notify: false`: a
  * local worker was poked instead); null when the idempotency key exists (as a run or a live
  * tombstone). `awaitedBy`: the engine instance of a caller awaiting the outcome, registered by
- * this INSERT (tasks.awaited_by).
+ * this INSERT (tasks.awaited_by). `eager`: a local worker with a free slot (local.ts); the run is
+ * born `running`, leased to it, with its `claimed` event, unless an older due run of the same
+ * workflow version waits — check the returned state.
  */
 export async function createTask(
   db: Queryable,
   task: NewTask,
-  options: { awaitedBy?: string | null; notify?: boolean } = {},
-): Promise<TaskRecord | null> {
-  const { rows } = await db.query<TaskRecord>({ ...insertPendingTask, values: [...insertValues(task), options.awaitedBy ?? null, options.notify ?? true] });
+  options: { awaitedBy?: string | null; notify?: boolean; eager?: { owner: string; leaseMs: number } | null } = {},
+): Promise<ClaimedTask | null> {
+  const { rows } = await db.query<ClaimedTask>({
+    ...insertPendingTask,
+    values: [...insertValues(task), options.awaitedBy ?? null, options.notify ?? true, options.eager?.owner ?? null, options.eager?.leaseMs ?? null],
+  });
   return rows[0] ?? null;
 }
 

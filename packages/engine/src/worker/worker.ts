@@ -69,9 +69,48 @@ export class Worker {
   /** The worker's row in ratchet.workers while started (worker/heartbeat.ts). */
   #heartbeat: Heartbeat | undefined;
   /** How this engine's clients wake this worker in memory (local.ts). */
+  /**
+   * The last claim may have left due runs behind: it filled every free slot, or the loop skipped
+   * claiming with none free. Then a slot freeing claims at once; otherwise the runs this worker
+   * finishes leave nothing to claim that a NOTIFY, a poke or the idle timer would not bring.
+   */
+  #backlog = false;
+  /** Slots held for eager starts whose INSERT is in flight (local.ts), and when each ends. */
+  #reserved = 0;
+  /** Slots the claim in flight may fill (its limit): not free for an eager start meanwhile. */
+  #claiming = 0;
+  readonly #reservations = new Set<Promise<void>>();
   readonly #local: LocalWorker = {
-    hasCapacity: () => this.#loop !== undefined && !this.#stopping && this.#active.size < this.#concurrency,
+    hasCapacity: () => this.#loop !== undefined && !this.#stopping && this.#free() > 0,
     poke: () => this.#poke(),
+    reserve: () => {
+      if (this.#loop === undefined || this.#stopping || this.#free() <= 0) return undefined;
+      this.#reserved += 1;
+      let ended!: () => void;
+      const reservation = new Promise<void>((resolve) => (ended = resolve));
+      this.#reservations.add(reservation);
+      let held = true;
+      const end = () => {
+        if (!held) throw new Error('a slot reservation ends once');
+        held = false;
+        this.#reserved -= 1;
+        this.#reservations.delete(reservation);
+        ended();
+      };
+      return {
+        owner: this.workerId,
+        leaseMs: this.#leases.leaseMs,
+        take: (task) => {
+          end();
+          this.#stats.claimed += 1;
+          this.#launch(task, Date.now());
+        },
+        release: (poke) => {
+          end();
+          if (poke) this.#poke();
+        },
+      };
+    },
   };
 
   constructor(core: EngineCore, options: WorkerOptions = {}) {
@@ -84,7 +123,10 @@ export class Worker {
     this.#leases = new LeaseKeeper(core.pool, this.workerId, positiveInt(options.leaseMs ?? core.leaseMs, 'leaseMs'), core.onError, core.faults);
   }
 
-  /** Checks the schema, subscribes to work notifications and starts claiming. */
+  /**
+   * Checks the schema, subscribes to work notifications and starts claiming; resolves once the
+   * first claim has looked (while a claim is in flight its slots take no eager starts).
+   */
   async start(): Promise<void> {
     if (this.#loop) return;
     if (this.#core.registry.size === 0) {
@@ -103,8 +145,11 @@ export class Worker {
     await this.#core.running.listen();
     this.#scheduler = new Scheduler(this.#core, { actorId: this.workerId, pollMs: this.#pollMs });
     await this.#scheduler.start();
-    this.#loop = this.#run();
+    let looked!: () => void;
+    const firstClaim = new Promise<void>((resolve) => (looked = resolve));
+    this.#loop = this.#run(looked);
     this.#core.local.addWorker(this.#local);
+    await firstClaim;
   }
 
   /** Stops claiming; waits for in-flight runs up to the grace period, then releases the rest to other workers. */
@@ -118,6 +163,9 @@ export class Worker {
     await this.#loop;
     this.#loop = undefined;
     this.#unsubscribe?.();
+    // A start's INSERT may be leasing a run to this worker right now: it is launched (and, the
+    // worker stopping, handed straight back) before the wait for in-flight runs below.
+    await Promise.all(this.#reservations);
     const all = Promise.all([...this.#active.values()].map((a) => a.done));
     let graceTimer: NodeJS.Timeout | undefined;
     const graceful = await Promise.race([
@@ -166,18 +214,20 @@ export class Worker {
     );
   }
 
-  async #run(): Promise<void> {
+  async #run(looked: () => void): Promise<void> {
     const { names, versions } = this.#core.registry.pairs();
     let backoff = 100;
     /** Claims in a row that found due runs but took none (locked by others, or their concurrency key busy). */
     let empty = 0;
     while (!this.#stopping) {
-      const free = this.#concurrency - this.#active.size;
+      const free = this.#free();
       let waitMs = this.#pollMs;
-      if (free > 0) {
+      if (free <= 0) this.#backlog = true;
+      else {
         let claimed: ClaimedTask[];
         let due: number | null;
         let claimedLocalAt: number;
+        this.#claiming = free;
         try {
           ({ tasks: claimed, nextDueMs: due } = await claimTasks(this.#core.pool, {
             names,
@@ -191,6 +241,8 @@ export class Worker {
           claimedLocalAt = Date.now();
           backoff = 100;
         } catch (error) {
+          this.#claiming = 0;
+          looked();
           // The database went away (restart, terminated backend): back off, never crash.
           this.#core.onError(error);
           await this.#idle(backoff);
@@ -202,7 +254,10 @@ export class Worker {
           if (task.state === 'parked') continue; // a poison pill, parked by the claim itself
           this.#launch(task, claimedLocalAt);
         }
-        if (claimed.length === free) continue;
+        this.#claiming = 0;
+        looked();
+        this.#backlog = claimed.length === free;
+        if (this.#backlog) continue;
         // A floor when nothing was claimed: due runs locked by someone else, or waiting for their
         // concurrency key, must not make this loop spin. It doubles while that lasts; a NOTIFY
         // (a key freed, new work) still wakes the loop at once.
@@ -212,6 +267,12 @@ export class Worker {
       }
       if (waitMs > 0) await this.#idle(waitMs);
     }
+    looked(); // stopped before it ever claimed
+  }
+
+  /** Slots neither running a run, nor held for an eager start, nor asked for by the claim in flight. */
+  #free(): number {
+    return this.#concurrency - this.#active.size - this.#reserved - this.#claiming;
   }
 
   #poke(): void {
@@ -240,6 +301,7 @@ export class Worker {
 
   #launch(task: ClaimedTask, claimedLocalAt: number): void {
     const entry: ActiveRun = { task, claimedLocalAt, done: Promise.resolve() };
+    let outcome: Outcome | undefined;
     entry.done = (async () => {
       try {
         await fault(this.#core.faults, { point: 'afterClaim', runId: task.id });
@@ -272,14 +334,16 @@ export class Worker {
           operations,
         );
         entry.execution = execution;
-        this.#count(await execution.execute());
+        outcome = await execution.execute();
+        this.#count(outcome);
       } catch (error) {
         // Unreachable database or a bug: the lease expires and the run is claimed again.
         this.#core.onError(error);
         this.#stats.lost += 1;
       } finally {
         if (this.#active.get(task.id) === entry) this.#active.delete(task.id);
-        this.#poke();
+        // A run that suspended is due again at its own time: the next claim learns when.
+        if (this.#backlog || !outcome || !SETTLED.has(outcome.state)) this.#poke();
       }
     })();
     this.#active.set(task.id, entry);
@@ -292,6 +356,8 @@ export class Worker {
     else this.#stats.failed += 1;
   }
 }
+
+const SETTLED = new Set<Outcome['state']>(['completed', 'failed', 'cancelled']);
 
 interface ActiveRun {
   readonly task: TaskRecord;
