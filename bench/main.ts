@@ -15,15 +15,17 @@
  *              reserve and record per effect; agent: run, answer, contract, SERIALIZABLE commit, done)
  *   DBOS       DBOS Transact 5.3.0 on the same database: a direct workflow call, and its queue
  *   direct     Ratchet engine.run (inline; born leased)
- *   queue      Ratchet client.execute → worker (the start registers the caller), and
- *              client.start → worker → run.result()
+ *   queue      Ratchet client.execute → worker (the start registers the caller; a local worker
+ *              with a free slot takes the run in the start's INSERT: an eager start), and
+ *              client.start → worker → run.result(); and across engines, as between processes:
+ *              the start NOTIFYs, the worker's engine claims, the completion NOTIFYs
  *
  * Reported per phase: runs/s, steps/s, p50/p99 start→result latency, p50 start→first-step
  * latency, statements per run and per step (pg_stat_statements), write transactions and WAL bytes
  * per run, Node and Postgres CPU per run, ratios to the baseline and to DBOS direct.
  *
- *   pnpm bench [--runs 500] [--steps 5] [--concurrency 8] [--workloads trivial,effects,agent]
- *              [--out docs/benchmarks.md] [--statements]
+ *   pnpm bench [--runs 500] [--warmup runs/5] [--steps 5] [--concurrency 8] [--workloads trivial,effects,agent]
+ *              [--phases <regexp>] [--out docs/benchmarks.md] [--statements]
  *   DATABASE_URL=postgres://… pnpm bench     (the server needs pg_stat_statements preloaded)
  * With --out, the results also go to <out>.json and a chart to <out>.svg.
  */
@@ -191,6 +193,7 @@ try {
     await run(workload, 'ratchet direct (engine.run)', () => ratchetDirect(engine, wf));
     await run(workload, 'ratchet queue (client.execute → worker)', () => ratchetQueue(engine, wf, 'execute'));
     await run(workload, 'ratchet queue (start → worker → result())', () => ratchetQueue(engine, wf, 'start'));
+    await run(workload, 'ratchet queue across engines (NOTIFY → claim)', () => ratchetQueueAcross(engine, wf));
     await engine.close();
   }
   if (args.statements) await printTopStatements();
@@ -455,6 +458,25 @@ async function ratchetQueue(engine: Engine, wf: Workflow<any, any, any>, how: 'e
       }
     },
     close: () => worker.stop(),
+  };
+}
+
+/**
+ * The queue path between processes: the caller's engine has no worker, so nothing is eager or
+ * in memory — its start NOTIFYs `ratchet_work`, the worker's engine claims (one statement), and
+ * the completion NOTIFYs `ratchet_done`, after which the caller reads the outcome. Two engines in
+ * this process behave as two processes would (each has its own pool, listener and local hub).
+ */
+async function ratchetQueueAcross(workers: Engine, wf: Workflow<any, any, any>): Promise<Workload> {
+  const caller = await createEngine({ database: url, workflows: [wf], actions: [insertTicket], poolSize: C + 4 });
+  const worker = workers.worker({ concurrency: C });
+  await worker.start();
+  return {
+    once: async (token) => void (await caller.client.execute(wf, { k: K, token }, { timeout: '60s' })),
+    close: async () => {
+      await worker.stop();
+      await caller.close();
+    },
   };
 }
 
