@@ -48,8 +48,19 @@ import { delay } from './checkpoint.js';
 import type { Execution } from './execution.js';
 import { recordedValue } from './json.js';
 
-/** Attempts at the commit transaction before StepFailedError. */
+/**
+ * Attempts at the commit transaction. Serialization failures and deadlocks are the normal price
+ * of SERIALIZABLE under concurrency (false positives included: predicate locks are taken on
+ * whole index pages, and runs started together share them), so they get the larger budget
+ * before StepFailedError. A lost connection gets the smaller one, then the segment stops.
+ */
 const MAX_ATTEMPTS = 6;
+const MAX_CONFLICT_ATTEMPTS = 12;
+
+function isConflict(cause: unknown): boolean {
+  const state = sqlState(cause);
+  return state === SERIALIZATION_FAILURE || state === DEADLOCK_DETECTED;
+}
 
 const NEVER = new Promise<never>(() => {});
 
@@ -112,7 +123,8 @@ export async function runAbandon(run: Execution, name: string, key: string, reco
 /** The commit step's attempts: retried on serialization failures and lost connections, fenced, recorded once. */
 async function settleStep(run: Execution, name: string, key: string, contract: SealedContract, attemptOnce: () => Promise<Attempt>): Promise<CommitResult> {
   let lastCause: unknown;
-  for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt += 1) {
+  let attempt = 1;
+  for (; ; attempt += 1) {
     if (attempt > 1) await run.hook('beforeCommitRetry', key, attempt);
     const agent = contract.body?.agent;
     const info = { kind: 'commit', name, stepKey: key, attempt, contractId: contract.id, contractHash: contract.hash, ...(agent ? { agent } : {}) } as const;
@@ -148,25 +160,25 @@ async function settleStep(run: Execution, name: string, key: string, contract: S
       }
       case 'retry':
         lastCause = outcome.cause;
-        if (attempt < MAX_ATTEMPTS) await delay(Math.min(2_000, 20 * 2 ** attempt) * (0.5 + Math.random()));
     }
+    if (attempt >= (isConflict(lastCause) ? MAX_CONFLICT_ATTEMPTS : MAX_ATTEMPTS)) break;
+    await delay(Math.min(1_000, 20 * 2 ** attempt) * (0.5 + Math.random()));
   }
   // A database that stayed unreachable (a restart longer than the retries) is not the contract's
   // failure: stop the segment, as a lost checkpoint does; the lease expires and the run resumes.
-  const state = sqlState(lastCause);
-  if (state !== SERIALIZATION_FAILURE && state !== DEADLOCK_DETECTED && (isConnectionError(lastCause) || isTransient(lastCause))) {
+  if (!isConflict(lastCause) && (isConnectionError(lastCause) || isTransient(lastCause))) {
     run.lose();
     return NEVER;
   }
-  const failure = new StepFailedError(`commit of contract ${contract.id} did not get through after ${MAX_ATTEMPTS} attempts (serialization failures or lost connections)`, {
+  const failure = new StepFailedError(`commit of contract ${contract.id} did not get through after ${attempt} attempts (serialization failures or lost connections)`, {
     runId: run.runId,
     step: key,
-    attempts: MAX_ATTEMPTS,
+    attempts: attempt,
     cause: lastCause,
   });
   const written = await run.write({
     stepName: name, stepKey: key, kind: 'commit', idempotencyKey: null, inputHash: null, state: 'failed',
-    attempt: MAX_ATTEMPTS, expectedAttempt: null, inFlight: false, deadlineInMs: null, error: serializeError(failure),
+    attempt, expectedAttempt: null, inFlight: false, deadlineInMs: null, error: serializeError(failure),
   });
   run.fact(key, written.completedAt);
   throw failure;
