@@ -31,11 +31,7 @@ export interface SettledOutcome {
 
 /** What the hub needs from a worker. */
 export interface LocalWorker {
-  /** Started, not stopping, with a free slot. */
-  hasCapacity(): boolean;
-  /** Claim now (a run was just started). */
-  poke(): void;
-  /** Holds a free slot for one eager start, if the worker has one. */
+  /** Holds a free slot for one eager start, if the worker is started, not stopping, and has one. */
   reserve(): SlotReservation | undefined;
 }
 
@@ -63,12 +59,6 @@ export class LocalHub {
 
   removeWorker(worker: LocalWorker): void {
     this.#workers.delete(worker);
-  }
-
-  /** A local worker (they all serve this engine's workflows) with a free slot, if any. */
-  workerWithCapacity(): LocalWorker | undefined {
-    for (const worker of this.#workers) if (worker.hasCapacity()) return worker;
-    return undefined;
   }
 
   /** A free slot of a local worker, held for an eager start, if any worker has one. */

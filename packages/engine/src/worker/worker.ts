@@ -68,7 +68,6 @@ export class Worker {
   readonly #heartbeatMs: number;
   /** The worker's row in ratchet.workers while started (worker/heartbeat.ts). */
   #heartbeat: Heartbeat | undefined;
-  /** How this engine's clients wake this worker in memory (local.ts). */
   /**
    * The last claim may have left due runs behind: it filled every free slot, or the loop skipped
    * claiming with none free. Then a slot freeing claims at once; otherwise the runs this worker
@@ -80,9 +79,8 @@ export class Worker {
   /** Slots the claim in flight may fill (its limit): not free for an eager start meanwhile. */
   #claiming = 0;
   readonly #reservations = new Set<Promise<void>>();
+  /** How this engine's clients wake this worker, and hand it eager starts, in memory (local.ts). */
   readonly #local: LocalWorker = {
-    hasCapacity: () => this.#loop !== undefined && !this.#stopping && this.#free() > 0,
-    poke: () => this.#poke(),
     reserve: () => {
       if (this.#loop === undefined || this.#stopping || this.#free() <= 0) return undefined;
       this.#reserved += 1;
