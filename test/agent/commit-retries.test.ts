@@ -1,5 +1,5 @@
 /**
- * The commit's retry budget for conflicts: PostgreSQL itself reports `40001` (here from inside an
+ * The commit transaction: what user SQL in it sees, and its retry budget for conflicts: PostgreSQL itself reports `40001` (here from inside an
  * action, as a conflicting SERIALIZABLE transaction would), the whole transaction is retried —
  * up to 12 attempts — and only then does the commit step fail, having changed nothing.
  */
@@ -27,6 +27,18 @@ const record = defineAction({
   },
 });
 
+/** What user SQL in a commit transaction sees of the planner's settings. */
+const mode = defineAction({
+  name: 'retries.plan_mode',
+  input: z.object({}),
+  run: async (tx) => ({ mode: (await tx.query(`SELECT current_setting('plan_cache_mode') AS mode`)).rows[0].mode as string }),
+});
+
+const asking = workflow({ name: 'asking', version: '1', input: z.object({}) }, async (ctx) => {
+  const contract = await ctx.seal('ask', { operations: [{ action: 'retries.plan_mode', input: {} }] });
+  return ctx.commit(contract);
+});
+
 const noting = workflow({ name: 'noting', version: '1', input: z.object({ note: z.string() }) }, async (ctx, { note }) => {
   const contract = await ctx.seal('note', { operations: [{ action: 'retries.record', input: { note } }] });
   return ctx.commit(contract);
@@ -35,6 +47,14 @@ const noting = workflow({ name: 'noting', version: '1', input: z.object({ note: 
 beforeAll(async () => {
   db = await testDatabase();
   await db.pool.query(`CREATE TABLE retry_notes (id bigserial PRIMARY KEY, note text NOT NULL)`);
+});
+
+describe('the commit transaction', () => {
+  it('gives actions the database’s plan_cache_mode, not the generic plans of the engine’s own statements', async () => {
+    const engine = await engineOn(db, { workflows: [asking], actions: [mode] });
+    const result = await engine.run(asking, {});
+    expect(result.output).toMatchObject({ status: 'committed', results: [{ mode: 'auto' }] });
+  });
 });
 
 describe('commit retries on serialization failures', () => {

@@ -9,6 +9,7 @@ import type pg from 'pg';
 import { freshDatabase, type TestDatabase } from '../helpers/database.js';
 import { CLAIM_TASKS_SQL } from '../../packages/engine/src/store/tasks.js';
 import { WRITE_OPERATION_SQL } from '../../packages/engine/src/store/operations.js';
+import { openDatabase } from '../../packages/engine/src/store/database.js';
 
 let db: TestDatabase;
 let client: pg.PoolClient;
@@ -132,5 +133,36 @@ describe('generic plans on empty tables', () => {
   it('the engine’s checkpoint statement fences through the task’s primary key', async () => {
     const plan = await inferredPlan(WRITE_OPERATION_SQL);
     expectIndexed(plan, 'tasks', 'tasks_pkey', ['tenant_id', 'id']);
+  });
+});
+
+describe('the engine’s connections use generic plans', () => {
+  const modes = async (pool: pg.Pool) => (await pool.query(`SELECT current_setting('plan_cache_mode') AS mode`)).rows[0].mode as string;
+
+  it('on a pool the engine opens (the claim is planned once per connection); a caller’s pool keeps its own setting', async () => {
+    const opened = await openDatabase(db.url, 2);
+    try {
+      // Both connections, however the pool hands them out.
+      const [a, b] = await Promise.all([opened.pool.connect(), opened.pool.connect()]);
+      for (const c of [a, b]) expect((await c.query(`SELECT current_setting('plan_cache_mode') AS mode`)).rows[0].mode).toBe('force_generic_plan');
+      a.release();
+      b.release();
+      // The claim is planned once per connection, not at every call: with `auto` it was planned every time.
+      const c = await opened.pool.connect();
+      try {
+        await c.query({ name: 'claim', text: CLAIM_TASKS_SQL, values: [['wf'], ['1'], 1, 'w', 1000, 10, null] });
+        const before = (await c.query(`SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = 'claim'`)).rows[0];
+        for (let i = 0; i < 6; i += 1) await c.query({ name: 'claim', text: CLAIM_TASKS_SQL, values: [['wf'], ['1'], 1, 'w', 1000, 10, null] });
+        const after = (await c.query(`SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = 'claim'`)).rows[0];
+        expect(Number(after.custom_plans)).toBe(Number(before.custom_plans));
+        expect(Number(after.generic_plans) - Number(before.generic_plans)).toBe(6);
+      } finally {
+        c.release();
+      }
+    } finally {
+      await opened.close();
+    }
+    const theirs = await openDatabase(db.pool);
+    expect(await modes(theirs.pool)).toBe('auto');
   });
 });

@@ -209,7 +209,8 @@ async function inTransaction(run: Execution, body: (client: pg.PoolClient) => Pr
   }
   let broken = false;
   try {
-    await client.query('BEGIN ISOLATION LEVEL SERIALIZABLE');
+    // Actions and checks run user SQL here: the database's plan_cache_mode, not the engine's (store/database.ts).
+    await client.query('BEGIN ISOLATION LEVEL SERIALIZABLE; SET LOCAL plan_cache_mode TO DEFAULT');
     if (!(await lockFence(client, run.fence))) {
       await client.query('ROLLBACK');
       return { kind: 'lost' };

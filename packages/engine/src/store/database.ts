@@ -74,8 +74,25 @@ function newPool(connectionString: string, max: number): pg.Pool {
   // pool; unhandled, that would crash the process. The next checkout simply reconnects.
   pool.on('error', () => {});
   hearClientErrors(pool);
+  pool.on('connect', (client) => {
+    // Queued before anything a checkout sends; a failure shows on the statement after it.
+    client.query(GENERIC_PLANS).catch(() => {});
+  });
   return pool;
 }
+
+/**
+ * The engine's statements are named prepared statements, planned once per connection — unless
+ * PostgreSQL's `plan_cache_mode = auto` judges the generic plan costlier than a plan for the
+ * values at hand, and then it plans again on every call. It does so for the claim (its generic
+ * plan assumes 100 workflow pairs from `unnest($1)`; planning it costs ≈ 2.7 ms, four times its
+ * execution) and for the start (a custom plan drops the tombstone probe of a keyless start):
+ * measured, planning was most of a queued run's Postgres CPU. On the connections the engine
+ * opens, its statements use their generic plans (test/schema/plans.test.ts checks the ones of
+ * the hot path). A pool the caller passes in keeps its settings, and user code in a commit
+ * transaction gets the database's default back (SET LOCAL … TO DEFAULT, runtime/commit.ts).
+ */
+export const GENERIC_PLANS = 'SET plan_cache_mode = force_generic_plan';
 
 /**
  * A checked-out client whose backend dies mid-transaction (a restart, pg_terminate_backend)
