@@ -24,7 +24,7 @@
  * latency, statements per run and per step (pg_stat_statements), write transactions and WAL bytes
  * per run, Node and Postgres CPU per run, ratios to the baseline and to DBOS direct.
  *
- *   pnpm bench [--runs 500] [--warmup runs/5] [--steps 5] [--concurrency 8] [--workloads trivial,effects,agent]
+ *   pnpm bench [--runs 500] [--warmup runs/2] [--steps 5] [--concurrency 8] [--workloads trivial,effects,agent]
  *              [--phases <regexp>] [--out docs/benchmarks.md] [--statements]
  *   DATABASE_URL=postgres://… pnpm bench     (the server needs pg_stat_statements preloaded)
  * With --out, the results also go to <out>.json and a chart to <out>.svg.
@@ -56,8 +56,8 @@ const N = Number(args.runs);
 const K = Number(args.steps);
 const C = Number(args.concurrency);
 const WORKLOADS = args.workloads!.split(',').map((w) => w.trim());
-/** Runs per phase before measuring, C in flight: connections, prepared statements and the JIT reach steady state. */
-const WARMUP = args.warmup === undefined ? Math.ceil(N / 5) : Number(args.warmup);
+/** Runs per phase before measuring, C in flight: connections, prepared statements and the JIT reach steady state (default: half of --runs). */
+const WARMUP = args.warmup === undefined ? Math.ceil(N / 2) : Number(args.warmup);
 /** Only the phases whose name matches (a regular expression); the rest are skipped. */
 const PHASES = args.phases === undefined ? undefined : new RegExp(args.phases, 'i');
 
@@ -185,6 +185,10 @@ try {
       await run(workload, 'DBOS Transact 5.3.0 queue', () => dbos.queue(workload));
     }
     await DBOS.shutdown();
+    // Its queue phases leave its tables full of dead rows; vacuumed now rather than by
+    // autovacuum in the middle of the next system's phases.
+    const { rows } = await admin.query(`SELECT format('%I.%I', schemaname, relname) AS t FROM pg_stat_user_tables WHERE schemaname = 'dbos'`);
+    for (const { t } of rows) await admin.query(`VACUUM ANALYZE ${t}`);
   }
   for (const workload of WORKLOADS) {
     const wf = workload === 'trivial' ? trivial : workload === 'effects' ? effects : agent;
@@ -197,11 +201,16 @@ try {
     await engine.close();
   }
   if (args.statements) await printTopStatements();
+} catch (error) {
+  // Reported before the cleanup below, whose own failure would otherwise replace it.
+  console.error(error);
+  process.exitCode = 1;
 } finally {
   await admin.end();
   await server?.release();
-  if (dataRoot) await rm(dataRoot, { recursive: true, force: true });
+  if (dataRoot) await rm(dataRoot, { recursive: true, force: true }).catch((error) => console.error(`could not remove ${dataRoot}: ${error}`));
 }
+if (process.exitCode) process.exit();
 
 const report = render(results);
 console.log(report);
@@ -225,6 +234,10 @@ if (args.out) {
 type Workload = { once: (token: string) => Promise<void>; close: () => Promise<void> };
 
 async function phase(workload: string, name: string, stepsPerRun: number, w: Workload): Promise<PhaseResult> {
+  // Every phase starts with no dirty pages left by the phase before to be written back during it.
+  // (Not VACUUM ANALYZE: fresh statistics of near-empty tables turn index lookups into sequential
+  // scans, and SERIALIZABLE transactions then conflict on whole tables.)
+  await admin.query('CHECKPOINT');
   let warm = 0;
   await Promise.all(Array.from({ length: C }, async () => {
     while (warm < WARMUP) {
@@ -374,7 +387,9 @@ function baselineAgent(): Workload {
           break;
         } catch (error) {
           await client.query('ROLLBACK');
-          if ((error as { code?: string }).code !== '40001' || attempt >= 6) throw error;
+          // The engine's budget for conflicts, and its backoff (runtime/commit.ts).
+          if ((error as { code?: string }).code !== '40001' || attempt >= 12) throw error;
+          await new Promise((r) => setTimeout(r, Math.min(1_000, 20 * 2 ** attempt) * (0.5 + Math.random())));
         } finally {
           client.release();
         }
