@@ -8,7 +8,7 @@
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { workflow } from '@ratchet/sdk';
-import type { Engine } from '@ratchet/engine';
+import type { Engine, RunHandle } from '@ratchet/engine';
 import { engineOn, eventually, events, task, testDatabase } from '../helpers/engine.js';
 import type { TestDatabase } from '../helpers/database.js';
 import { spawnWorker, type WorkerProcess } from '../helpers/processes.js';
@@ -101,22 +101,85 @@ describe('eager start', () => {
     const engine = await engineOn(db, { workflows: [gated] });
     const worker = engine.worker({ concurrency: 2, pollMs: 60_000 });
     await worker.start();
+    const running = async () =>
+      Number((await db.pool.query(`SELECT count(*) AS n FROM ratchet.tasks WHERE workflow_name = $1 AND state = 'running'`, [gated.name])).rows[0].n);
     try {
-      const runs = await Promise.all(['f1', 'f2', 'f3', 'f4'].map((g) => engine.client.start(gated, { gate: g })));
-      await eventually(async () => worker.stats.active === 2);
-      const states = await Promise.all(runs.map(async (r) => (await task(db, r.runId)).state));
-      expect(states.sort(), JSON.stringify(await Promise.all(runs.map((r) => events(db, r.runId))))).toEqual(['pending', 'pending', 'running', 'running']);
-      const eager = await Promise.all(runs.map(async (r) => (await claims(r.runId))[0]?.payload.eager === true));
-      expect(eager.filter(Boolean)).toHaveLength(2);
+      // One after another: two slots, two eager starts; then a full worker, so two queued runs.
+      const runs = [];
+      for (const g of ['f1', 'f2', 'f3', 'f4']) runs.push(await engine.client.start(gated, { gate: g }));
+      expect(await Promise.all(runs.map(async (r) => (await task(db, r.runId)).state))).toEqual(['running', 'running', 'pending', 'pending']);
+      expect(await Promise.all(runs.slice(0, 2).map(async (r) => (await claims(r.runId))[0]!.payload))).toEqual([
+        { claims: 1, from: 'pending', eager: true },
+        { claims: 1, from: 'pending', eager: true },
+      ]);
       // Each freed slot claims the next run at once (the poll is a minute away).
       for (const g of ['f1', 'f2', 'f3', 'f4']) gate(g).open();
       expect(await Promise.all(runs.map((r) => r.result({ timeout: '10s' })))).toEqual(['f1 done', 'f2 done', 'f3 done', 'f4 done']);
-      for (const [i, r] of runs.entries()) {
-        const c = await claims(r.runId);
-        expect(c, `run ${i}`).toHaveLength(1);
-        if (!eager[i]) expect(c[0]!.payload).toEqual({ claims: 1, from: 'pending' });
+      for (const r of runs.slice(2)) expect(await claims(r.runId)).toMatchObject([{ payload: { claims: 1, from: 'pending' } }]);
+
+      // All at once: eager reservations race the claims that the queued starts' NOTIFYs set off.
+      // Whichever wins each slot, the worker never runs more than two.
+      const burst = await Promise.all(['g1', 'g2', 'g3', 'g4', 'g5', 'g6'].map((g) => engine.client.start(gated, { gate: g })));
+      await eventually(async () => worker.stats.active === 2);
+      await new Promise((r) => setTimeout(r, 200));
+      expect(await running()).toBe(2);
+      // Free one slot at a time: the run holding it finishes, the next run takes it.
+      const opened = new Set<string>();
+      while (opened.size < burst.length) {
+        const states = await Promise.all(burst.map(async (r) => (await task(db, r.runId)).state));
+        expect(states.filter((st) => st === 'running').length, `after ${opened.size} finished`).toBeLessThanOrEqual(2);
+        const next = burst.findIndex((_, n) => states[n] === 'running' && !opened.has(`g${n + 1}`));
+        if (next < 0) {
+          await new Promise((r) => setTimeout(r, 20));
+          continue;
+        }
+        opened.add(`g${next + 1}`);
+        gate(`g${next + 1}`).open();
+        await burst[next]!.result({ timeout: '10s' });
       }
+      for (const g of ['g1', 'g2', 'g3', 'g4', 'g5', 'g6']) gate(g).open();
+      expect(await Promise.all(burst.map((r) => r.result({ timeout: '10s' })))).toEqual(['g1 done', 'g2 done', 'g3 done', 'g4 done', 'g5 done', 'g6 done']);
+      for (const r of burst) expect(await claims(r.runId)).toHaveLength(1);
     } finally {
+      await worker.stop();
+    }
+  });
+
+  it('a claim in flight holds the slots it asked for: an eager start meanwhile cannot push the worker past its concurrency', async () => {
+    const gated = gatedWorkflow();
+    const engine = await engineOn(db, { workflows: [gated] });
+    const starter = await engineOn(db, { workflows: [gated] }); // no worker: its starts are queued
+    const worker = engine.worker({ concurrency: 2, pollMs: 60_000 });
+    await worker.start();
+    const running = async () =>
+      Number((await db.pool.query(`SELECT count(*) AS n FROM ratchet.tasks WHERE workflow_name = $1 AND state = 'running'`, [gated.name])).rows[0].n);
+    // The claim reads ratchet.operations; an eager start does not. Held, the lock keeps the
+    // claim that the queued starts set off in flight while the eager starts are tried.
+    const holder = await db.pool.connect();
+    await holder.query('BEGIN');
+    await holder.query('LOCK TABLE ratchet.operations IN ACCESS EXCLUSIVE MODE');
+    let runs: RunHandle<string>[] = [];
+    try {
+      const queued = [await starter.client.start(gated, { gate: 'q1' }), await starter.client.start(gated, { gate: 'q2' })];
+      await eventually(async () => {
+        const { rows } = await db.pool.query(
+          `SELECT count(*)::int AS n FROM pg_locks l JOIN pg_class c ON c.oid = l.relation WHERE c.relname = 'operations' AND NOT l.granted`,
+        );
+        return rows[0].n > 0;
+      });
+      // Higher priority than the queued runs: nothing older stands in their way.
+      const urgent = [await engine.client.start(gated, { gate: 'u1' }, { priority: 10 }), await engine.client.start(gated, { gate: 'u2' }, { priority: 10 })];
+      runs = [...queued, ...urgent];
+      await holder.query('COMMIT');
+      await eventually(async () => worker.stats.active === 2);
+      await new Promise((r) => setTimeout(r, 200));
+      expect(worker.stats.active).toBe(2);
+      expect(await running()).toBe(2);
+    } finally {
+      await holder.query('ROLLBACK').catch(() => {});
+      holder.release();
+      for (const g of ['q1', 'q2', 'u1', 'u2']) gate(g).open();
+      await Promise.all(runs.map((r) => r.result({ timeout: '10s' })));
       await worker.stop();
     }
   });
