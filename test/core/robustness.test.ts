@@ -18,9 +18,18 @@ beforeAll(async () => {
 });
 
 describe('a backend terminated in the middle of a checkpoint (57P01, as on a restart)', () => {
-  it('retries on a new connection instead of failing the run', async () => {
+  // A step followed by another is written by its own checkpoint statement; the last step before
+  // the run returns is written by the run's settlement (a deferred step): both are retried.
+  it.each([
+    { statement: 'a step checkpoint', steps: 2, waiting: '%INSERT INTO ratchet.operations%' },
+    { statement: 'the settlement that records the last step', steps: 1, waiting: '%UPDATE ratchet.tasks t%' },
+  ])('retries $statement on a new connection instead of failing the run', async ({ steps, waiting }) => {
     let executions = 0;
-    const wf = workflow({ name: 'terminated', version: '1', input: z.object({}) }, async (ctx) => ctx.step('a', () => (executions += 1)));
+    const wf = workflow({ name: `terminated-${steps}`, version: '1', input: z.object({}) }, async (ctx) => {
+      const n = await ctx.step('a', () => (executions += 1));
+      if (steps === 2) await ctx.step('b', () => n);
+      return n;
+    });
     const side = new pg.Client({ connectionString: db.url });
     await side.connect();
     let terminated = 0;
@@ -31,12 +40,13 @@ describe('a backend terminated in the middle of a checkpoint (57P01, as on a res
       faults: {
         beforeStepRecord: async ({ runId }) => {
           if (terminated > 0) return;
-          // Hold the run's row so the checkpoint waits on it, then terminate the waiting backend.
+          // Hold the run's row so the next statement waits on it, then terminate the waiting backend.
           await side.query('BEGIN');
           await side.query('SELECT 1 FROM ratchet.tasks WHERE id = $1 FOR UPDATE', [runId]);
           setTimeout(async () => {
             const { rows } = await db.pool.query(
-              `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%INSERT INTO ratchet.operations%'`,
+              `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE $1`,
+              [waiting],
             );
             for (const r of rows) terminated += (await db.pool.query('SELECT pg_terminate_backend($1) AS ok', [r.pid])).rows[0].ok ? 1 : 0;
             await side.query('ROLLBACK');
@@ -50,6 +60,8 @@ describe('a backend terminated in the middle of a checkpoint (57P01, as on a res
       expect(result).toMatchObject({ state: 'completed', output: 1 });
       expect(executions).toBe(1);
       expect(onError.some((err) => (err as { code?: string }).code === '57P01')).toBe(true);
+      const ops = await operations(db, result.runId);
+      expect(ops.map((op) => [op.stepKey, op.state])).toEqual(steps === 2 ? [['a#1', 'succeeded'], ['b#1', 'succeeded']] : [['a#1', 'succeeded']]);
     } finally {
       await side.end();
     }

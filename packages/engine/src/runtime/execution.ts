@@ -196,6 +196,10 @@ export class Execution {
   /** Ids of each step's latest span (noted inside the step hook): written on that step's row. */
   readonly #stepIds = new Map<string, { traceId: string | null; spanId: string | null }>();
   readonly #hasRecords: boolean;
+  /** Fresh steps that succeeded, not written yet: the segment's next statement writes them (see `defer`). */
+  #deferred: OperationWrite[] = [];
+  /** Writing deferred steps by themselves (before a call's work, or after the macrotask that deferred them). */
+  #flushing: Promise<void> | undefined;
 
   constructor(deps: ExecutionDeps, operations: OperationRecord[]) {
     this.#deps = deps;
@@ -422,8 +426,10 @@ export class Execution {
       this.#active -= 1;
       this.#scheduleCheck();
     };
-    // `new Promise(r => r(body()))` runs the body now and turns a synchronous throw into a rejection.
-    const started = recorded ? this.#replay.turn(key).then(() => body(key, recorded)) : new Promise<T>((resolve) => resolve(body(key, recorded)));
+    // Nothing runs before the steps that succeeded before it are recorded (see `defer`).
+    const run = (): T | Promise<T> => (this.#deferred.length > 0 ? this.#flush().then(() => (this.#settling ? NEVER : body(key, recorded))) : body(key, recorded));
+    // `new Promise(r => r(run()))` runs the body now and turns a synchronous throw into a rejection.
+    const started = recorded ? this.#replay.turn(key).then(run) : new Promise<T>((resolve) => resolve(run()));
     return started.then(
       (value) => {
         done();
@@ -655,26 +661,76 @@ export class Execution {
    * row; if the run is no longer ours or the database stays unreachable, the segment stops and
    * the promise never resolves.
    */
-  async write(
-    op: Omit<OperationWrite, 'id' | 'seq' | 'traceId' | 'spanId'> & { id?: string; seq?: number },
-    statement?: (full: OperationWrite) => Promise<WrittenOperation | null>,
-  ): Promise<WrittenOperation> {
+  async write(op: NewOperation, statement?: (full: OperationWrite) => Promise<WrittenOperation | null>): Promise<WrittenOperation> {
     if (this.#settling) return NEVER;
-    const ids = this.traceIds(op.stepKey);
-    const full: OperationWrite = { ...op, id: op.id ?? uuidv7(), seq: op.seq ?? this.#nextSeq++, traceId: ids.traceId, spanId: ids.spanId };
-    if (full.error) full.error = this.#deps.options.redaction.error(full.error, this.runId);
-    const writing = { stepKey: full.stepKey, since: Date.now() };
-    this.#writing = writing;
-    let written: WrittenOperation | 'lost';
-    try {
-      written = await writeCheckpoint(this.#deps.pool, this.fence, full, this.#deps.onError, statement && (() => statement(full)));
-    } finally {
-      if (this.#writing === writing) this.#writing = undefined;
-    }
+    const full = this.#complete(op);
+    const written = await this.#checkpoint(full, statement && (() => statement(full)));
     if (written === 'lost') {
       this.#lose();
       return NEVER;
     }
+    return written;
+  }
+
+  /**
+   * Records a fresh step that succeeded at its first attempt with the segment's next statement
+   * rather than one of its own: the next ctx call writes it before doing anything (`call`), the
+   * run's settlement writes it in the same statement (a workflow that returns after its last
+   * step settles in one statement, not two), and after the current macrotask it is written by
+   * itself (the workflow awaits something that is not a ctx call). So nothing that follows the
+   * step — another step, an effect, a commit, a message, the run's outcome — becomes visible or
+   * runs before the step is recorded, and a crash before then loses only what a crash between
+   * the step's work and its checkpoint always loses: the step runs again on replay.
+   *
+   * Its time (ctx.now() after it, and created_at/completed_at on its row) is the database's time
+   * as this worker estimates it when the step succeeded — the same value replay will read.
+   */
+  defer(op: NewOperation): void {
+    if (this.#settling) return;
+    const full = this.#complete(op);
+    full.completedAt = new Date(Math.max(this.dbNow(), this.#lastFact.getTime()));
+    this.fact(full.stepKey, full.completedAt);
+    this.#deferred.push(full);
+    if (this.#deferred.length === 1) {
+      setImmediate(() => {
+        if (this.#deferred.length > 0 && !this.#settling) this.#flush().catch((error: unknown) => this.#deps.onError?.(error));
+      });
+    }
+  }
+
+  /** Writes the deferred steps one statement each, oldest first; stops when the segment starts settling (it writes the rest). */
+  #flush(): Promise<void> {
+    this.#flushing ??= (async () => {
+      try {
+        while (this.#deferred.length > 0 && !this.#settling) {
+          const written = await this.#checkpoint(this.#deferred[0]!);
+          if (written === 'lost') return this.#lose();
+          this.#deferred.shift();
+        }
+      } finally {
+        this.#flushing = undefined;
+      }
+    })();
+    return this.#flushing;
+  }
+
+  #complete(op: NewOperation): OperationWrite {
+    const ids = this.traceIds(op.stepKey);
+    const full: OperationWrite = { ...op, id: op.id ?? uuidv7(), seq: op.seq ?? this.#nextSeq++, traceId: ids.traceId, spanId: ids.spanId };
+    if (full.error) full.error = this.#deps.options.redaction.error(full.error, this.runId);
+    return full;
+  }
+
+  async #checkpoint(full: OperationWrite, statement?: () => Promise<WrittenOperation | null>): Promise<WrittenOperation | 'lost'> {
+    const writing = { stepKey: full.stepKey, since: Date.now() };
+    this.#writing = writing;
+    let written: WrittenOperation | 'lost';
+    try {
+      written = await writeCheckpoint(this.#deps.pool, this.fence, full, this.#deps.onError, statement);
+    } finally {
+      if (this.#writing === writing) this.#writing = undefined;
+    }
+    if (written === 'lost') return written;
     if (written.now) this.#clockOffset = written.now.getTime() - Date.now();
     if (this.#lease) this.#lease.progressed = true;
     return written;
@@ -824,6 +880,9 @@ export class Execution {
       transition.spanId = this.#segmentIds.spanId;
     }
     try {
+      // A deferred step being written by itself lands first; the rest are written with the outcome.
+      await this.#flushing;
+      if (this.#deferred.length > 0) transition.steps = this.#deferred.splice(0);
       const version = await transitionFenced(this.#deps.pool, this.fence, transition, this.#deps.onError);
       if (version === null) {
         this.#abort.abort();
@@ -848,6 +907,9 @@ export class Execution {
     }
   }
 }
+
+/** A step record as step kinds hand it to `write`: ids, recording order and span ids are filled in. */
+export type NewOperation = Omit<OperationWrite, 'id' | 'seq' | 'traceId' | 'spanId'> & { id?: string; seq?: number };
 
 /** Fills the segment hook's outcome from the engine's. */
 function describeOutcome(info: SegmentInfo, outcome: Outcome): Outcome {

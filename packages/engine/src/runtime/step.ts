@@ -1,6 +1,7 @@
 /**
  * `ctx.step`: a memoized computation. Fresh: run `fn`, record its JSON-decoded result in one
- * fenced statement, hand back exactly what replay will read. Recorded: return it (or rethrow its
+ * fenced statement — the segment's next one when the first attempt succeeds (`Execution.defer`:
+ * the run's settlement, or the next ctx call's) — and hand back exactly what replay will read. Recorded: return it (or rethrow its
  * error) without running anything.
  *
  * Retries: each failed attempt is recorded (`reserved`, attempt n, its error, the next attempt
@@ -73,10 +74,16 @@ export async function runStep<T>(
       continue;
     }
     await run.hook('beforeStepRecord', key, attempt);
-    const written = await run.write({
+    const record = {
       stepName: name, stepKey: key, kind: 'step', idempotencyKey: null, inputHash: null,
       state: 'succeeded', attempt, expectedAttempt, inFlight: false, deadlineInMs: null, result: value,
-    });
+    } as const;
+    if (expectedAttempt === null) {
+      // The first attempt, with no record under the key: written with the segment's next statement.
+      run.defer(record);
+      return value;
+    }
+    const written = await run.write(record);
     run.fact(key, written.completedAt);
     return value;
   }

@@ -55,6 +55,11 @@ export interface OperationWrite {
   providerReference?: string | null;
   traceId: string | null;
   spanId: string | null;
+  /**
+   * When the step completed (created_at and completed_at), for a record written after the fact
+   * (a deferred step, runtime/execution.ts); default ratchet.now() at the write.
+   */
+  completedAt?: Date | null;
 }
 
 export interface WrittenOperation {
@@ -73,8 +78,8 @@ export const WRITE_OPERATION_SQL = `
     SELECT $1, $5, $2, $6, $7, $8, $9, $10, $11, $12, $13,
            CASE WHEN $15 THEN ratchet.now() END,
            ratchet.now() + $16 * interval '1 millisecond',
-           $17, $18, $19, $20, $21, ratchet.now(),
-           CASE WHEN $12 IN ('succeeded', 'failed', 'unknown') THEN ratchet.now() END
+           $17, $18, $19, $20, $21, coalesce($22::timestamptz, ratchet.now()),
+           CASE WHEN $12 IN ('succeeded', 'failed', 'unknown') THEN coalesce($22::timestamptz, ratchet.now()) END
       FROM ratchet.tasks t
      WHERE t.tenant_id = $1 AND t.id = $2 AND t.lease_owner = $3 AND t.state_version = $4
        FOR SHARE
@@ -128,6 +133,7 @@ export async function writeOperation(db: Queryable, fence: Fence, op: OperationW
       op.error == null ? null : JSON.stringify(op.error),
       op.traceId,
       op.spanId,
+      op.completedAt ?? null,
     ],
   });
   return rows[0] ?? null;

@@ -10,6 +10,7 @@ import type pg from 'pg';
 import type { SerializedError } from '@ratchet/sdk';
 import type { EventType, TaskState } from '../schema/index.js';
 import { TASK_COLUMNS, type Fence, type TaskRecord } from './rows.js';
+import type { OperationWrite } from './operations.js';
 import { UNIQUE_VIOLATION, sqlState } from './sqlstate.js';
 
 type Queryable = Pick<pg.Pool | pg.PoolClient, 'query'>;
@@ -428,6 +429,12 @@ export interface Transition {
   spanId?: string | null;
   /** The settling engine instance: callers of its own that await the run get the outcome from it in memory, not by NOTIFY (local.ts). */
   localId?: string | null;
+  /**
+   * Steps that succeeded since the segment's last statement, recorded by this one (deferred
+   * steps, runtime/execution.ts): fresh records (no row under their key yet), fenced by the
+   * task row's update.
+   */
+  steps?: readonly OperationWrite[];
 }
 
 /**
@@ -461,6 +468,11 @@ export async function transitionTask(db: Queryable, fence: Fence, to: Transition
       ), e AS (
         INSERT INTO ratchet.events (tenant_id, task_id, seq, event_type, actor_id, payload, policy_version, trace_id, span_id, created_at)
         SELECT t.tenant_id, t.id, t.state_version, $6, $3, $10, $12, coalesce($13::text, t.trace_id), coalesce($14::text, t.span_id), ratchet.now() FROM t
+      ), s AS (
+        INSERT INTO ratchet.operations (tenant_id, id, task_id, step_name, step_key, seq, kind, state, attempt, result, trace_id, span_id, created_at, completed_at)
+        SELECT t.tenant_id, x.id, t.id, x.name, x.key, x.seq, x.kind, x.state, x.attempt, x.result::jsonb, x.trace, x.span, x.at, x.at
+          FROM t, jsonb_to_recordset($16::jsonb)
+               AS x(id uuid, name text, key text, seq int, kind text, state text, attempt int, result text, trace text, span text, at timestamptz)
       ), n AS (
         -- Only the run id: any session may LISTEN, so an outcome must never travel in a payload.
         -- Not when every caller awaiting it is in the settling process ($15): it hands them the outcome itself.
@@ -487,9 +499,27 @@ export async function transitionTask(db: Queryable, fence: Fence, to: Transition
       to.traceId ?? null,
       to.spanId ?? null,
       to.localId ?? null,
+      to.steps?.length ? JSON.stringify(to.steps.map(deferredStep)) : null,
     ],
   });
   return rows[0]?.stateVersion ?? null;
+}
+
+/** A deferred step as the transition's jsonb_to_recordset reads it (result as JSON text: a step may return null or nothing). */
+function deferredStep(op: OperationWrite) {
+  return {
+    id: op.id,
+    name: op.stepName,
+    key: op.stepKey,
+    seq: op.seq,
+    kind: op.kind,
+    state: op.state,
+    attempt: op.attempt,
+    result: op.result === undefined ? undefined : JSON.stringify(op.result),
+    trace: op.traceId,
+    span: op.spanId,
+    at: op.completedAt,
+  };
 }
 
 /** Whether `fence` still holds (used after a write whose COMMIT outcome is unknown). */
