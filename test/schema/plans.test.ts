@@ -128,6 +128,10 @@ describe('generic plans on empty tables', () => {
     expectIndexed(plan, 'tasks', 'tasks_due', ['workflow_name', 'workflow_version', 'due_at']);
     // Pending runs come from their own index, in priority order.
     expectIndexed(plan, 'tasks', 'tasks_pending', ['workflow_name', 'workflow_version']);
+    // ... in the index's order, with no sort above it: a sort reads the whole backlog of due
+    // pending runs at every claim (3,000 of them: 2.3 ms instead of 0.04 ms for the 8 it takes).
+    const sorted = plan.filter((n) => n['Node Type'] === 'Sort' && (n.Plans ?? []).some((child) => child['Index Name'] === 'tasks_pending'));
+    expect(sorted).toEqual([]);
   });
 
   it('the engine’s checkpoint statement fences through the task’s primary key', async () => {

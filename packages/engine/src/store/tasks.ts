@@ -261,7 +261,9 @@ export const CLAIM_TASKS_SQL = `
                OR (SELECT count(*) FROM ratchet.tasks r
                     WHERE r.concurrency_key = t.concurrency_key AND r.tenant_id = t.tenant_id
                       AND r.state = 'running' AND r.concurrency_key IS NOT NULL) < t.concurrency_limit)
-        ORDER BY t.priority DESC, t.due_at
+        -- NULLS LAST as in tasks_pending (priority is never null): the index gives the order, so
+        -- a claim reads the runs it takes, not the whole backlog sorted.
+        ORDER BY t.priority DESC NULLS LAST, t.due_at
         LIMIT $3
           FOR UPDATE SKIP LOCKED
      ) p
@@ -342,7 +344,7 @@ export const CLAIM_TASKS_SQL = `
        (SELECT t.due_at FROM ratchet.tasks t
          WHERE t.workflow_name = w.name AND t.workflow_version = w.version AND t.state = 'pending'
            AND NOT EXISTS (SELECT 1 FROM c WHERE c.tenant_id = t.tenant_id AND c.id = t.id)
-         ORDER BY t.priority DESC, t.due_at LIMIT 1)
+         ORDER BY t.priority DESC NULLS LAST, t.due_at LIMIT 1)
        UNION ALL
        (SELECT t.due_at FROM ratchet.tasks t
          WHERE t.workflow_name = w.name AND t.workflow_version = w.version AND t.due_at IS NOT NULL AND t.state <> 'pending'
