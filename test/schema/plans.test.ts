@@ -170,3 +170,24 @@ describe('the engine’s connections use generic plans', () => {
     expect(await modes(theirs.pool)).toBe('auto');
   });
 });
+
+describe('the claim with a backlog (3,000 due pending runs, analyzed, sequential scans allowed)', () => {
+  it('takes runs in index order and updates them through the primary key: its cost does not grow with the backlog', async () => {
+    await client.query(`SET enable_seqscan = on`);
+    try {
+      await client.query(
+        `INSERT INTO ratchet.tasks (tenant_id, id, workflow_name, workflow_version, state, due_at, input_hash)
+         SELECT '00000000-0000-0000-0000-000000000001', gen_random_uuid(), 'backlog', '1', 'pending', now() - interval '1 minute', 'x'
+           FROM generate_series(1, 3000)`,
+      );
+      await client.query(`ANALYZE ratchet.tasks`);
+      const plan = await inferredPlan(CLAIM_TASKS_SQL);
+      expect(plan.filter((n) => n['Node Type'] === 'Sort' && (n.Plans ?? []).some((child) => child['Index Name'] === 'tasks_pending'))).toEqual([]);
+      const update = plan.find((n) => n['Node Type'] === 'ModifyTable' && n['Relation Name'] === 'tasks');
+      expectIndexed(nodes(update!), 'tasks', 'tasks_pkey', ['tenant_id', 'id']);
+    } finally {
+      await client.query(`DELETE FROM ratchet.tasks WHERE workflow_name = 'backlog'`);
+      await client.query(`SET enable_seqscan = off`);
+    }
+  });
+});

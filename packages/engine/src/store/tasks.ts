@@ -319,6 +319,10 @@ export const CLAIM_TASKS_SQL = `
            updated_at = ratchet.now()
       FROM c
      WHERE t.tenant_id = c.tenant_id AND t.id = c.id
+       -- The same rows, said so the generic plan looks them up by primary key: joined with c
+       -- alone, it estimates c at a tenth of the backlog (LIMIT $3 is unknown) and hashes the
+       -- whole table at every claim (3,000 runs: 1.4 ms instead of 0.5 ms; a million: a scan).
+       AND t.tenant_id = ANY (ARRAY(SELECT c.tenant_id FROM c)) AND t.id = ANY (ARRAY(SELECT c.id FROM c))
     RETURNING ${TASK_COLUMNS}, c.prior_state, c.prior_owner, c.prior_wake_at
   ), e AS (
     INSERT INTO ratchet.events (tenant_id, task_id, seq, event_type, actor_id, payload, policy_version, trace_id, span_id, created_at)
