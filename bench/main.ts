@@ -1,7 +1,7 @@
 /**
  * `pnpm bench`: Ratchet against DBOS Transact and against the floor, in ONE process sequence on
  * ONE PostgreSQL with the same settings (only ratios measured in the same run count on these
- * noisy machines).
+ * noisy machines). Each system runs in a fresh Node process of its own (see SYSTEMS).
  *
  * Workloads (each N runs with C in flight):
  *   trivial   K trivial steps
@@ -29,6 +29,8 @@
  *   DATABASE_URL=postgres://… pnpm bench     (the server needs pg_stat_statements preloaded)
  * With --out, the results also go to <out>.json and a chart to <out>.svg.
  */
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -50,6 +52,9 @@ const { values: args } = parseArgs({
     statements: { type: 'boolean', default: false },
     warmup: { type: 'string' },
     phases: { type: 'string' },
+    // Internal: run one system's phases in this (child) process and write its results here.
+    system: { type: 'string' },
+    results: { type: 'string' },
   },
 });
 const N = Number(args.runs);
@@ -141,9 +146,20 @@ interface PhaseResult {
   pgCpuMsPerRun: number;
 }
 
+/**
+ * Each system is measured in a fresh Node process of its own, one after the other, on the same
+ * server: a system's heap, timers and process-wide hooks (a context manager, async hooks) must
+ * not tax the next one. In one process, Ratchet's first phase measured 2.1–2.7× DBOS direct right
+ * after DBOS's queue phases and 3.4× without them.
+ */
+const SYSTEMS = ['plain', 'dbos', 'ratchet'] as const;
+type System = (typeof SYSTEMS)[number];
+const CHILD = args.system as System | undefined;
+
 let server: EmbeddedServer | undefined;
 let dataRoot: string | undefined;
 let url = process.env.DATABASE_URL;
+if (!url && CHILD) throw new Error('--system runs with DATABASE_URL, given by the parent process');
 if (!url) {
   dataRoot = await mkdtemp(join(tmpdir(), 'ratchet-bench-'));
   await chmod(dataRoot, 0o755);
@@ -156,6 +172,15 @@ if (!url) {
 }
 
 const admin = new pg.Pool({ connectionString: url, max: 2 });
+if (CHILD) {
+  // A child: this system's phases, results to the parent's file, nothing else.
+  try {
+    await writeFile(args.results!, JSON.stringify(await runSystem(CHILD)));
+  } finally {
+    await admin.end();
+  }
+  process.exit();
+}
 await admin.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
 await admin.query(`
   CREATE TABLE IF NOT EXISTS bench_raw (id bigserial PRIMARY KEY, v int NOT NULL);
@@ -168,37 +193,14 @@ const settings = (await admin.query(`SELECT name, setting FROM pg_settings WHERE
 
 const results: PhaseResult[] = [];
 try {
-  const run = async (workload: string, name: string, w: Workload | (() => Workload | Promise<Workload>)) => {
-    if (PHASES && !PHASES.test(name)) return;
-    const workload_ = typeof w === 'function' ? await w() : w;
-    results.push(await phase(workload, name, workload === 'agent' ? 3 : K, workload_));
-  };
-  // Each system runs alone: DBOS is shut down (its pollers stopped) before Ratchet starts.
-  for (const workload of WORKLOADS) {
-    if (workload === 'trivial') await run(workload, 'raw single-INSERT commits (limit)', rawInserts);
-    await run(workload, 'baseline (hand-rolled)', workload === 'trivial' ? baseline : workload === 'effects' ? baselineEffects : baselineAgent);
-  }
-  if (!PHASES || PHASES.test('DBOS Transact 5.3.0 direct') || PHASES.test('DBOS Transact 5.3.0 queue')) {
-    const dbos = await startDbos();
-    for (const workload of WORKLOADS.filter((w) => w !== 'agent')) {
-      await run(workload, 'DBOS Transact 5.3.0 direct', () => dbos.direct(workload));
-      await run(workload, 'DBOS Transact 5.3.0 queue', () => dbos.queue(workload));
+  for (const system of SYSTEMS) {
+    results.push(...(await inChild(system)));
+    if (system === 'dbos') {
+      // Its queue phases leave its tables full of dead rows; vacuumed now rather than by
+      // autovacuum in the middle of the next system's phases.
+      const { rows } = await admin.query(`SELECT format('%I.%I', schemaname, relname) AS t FROM pg_stat_user_tables WHERE schemaname = 'dbos'`);
+      for (const { t } of rows) await admin.query(`VACUUM ANALYZE ${t}`);
     }
-    await DBOS.shutdown();
-    // Its queue phases leave its tables full of dead rows; vacuumed now rather than by
-    // autovacuum in the middle of the next system's phases.
-    const { rows } = await admin.query(`SELECT format('%I.%I', schemaname, relname) AS t FROM pg_stat_user_tables WHERE schemaname = 'dbos'`);
-    for (const { t } of rows) await admin.query(`VACUUM ANALYZE ${t}`);
-  }
-  for (const workload of WORKLOADS) {
-    const wf = workload === 'trivial' ? trivial : workload === 'effects' ? effects : agent;
-    const engine = await createEngine({ database: url, workflows: [wf], actions: [insertTicket], poolSize: C * 2 + 6 });
-    await engine.migrate();
-    await run(workload, 'ratchet direct (engine.run)', () => ratchetDirect(engine, wf));
-    await run(workload, 'ratchet queue (client.execute → worker)', () => ratchetQueue(engine, wf, 'execute'));
-    await run(workload, 'ratchet queue (start → worker → result())', () => ratchetQueue(engine, wf, 'start'));
-    await run(workload, 'ratchet queue across engines (NOTIFY → claim)', () => ratchetQueueAcross(engine, wf));
-    await engine.close();
   }
   if (args.statements) await printTopStatements();
 } catch (error) {
@@ -226,6 +228,59 @@ if (args.out) {
   await writeFile(out.replace(/\.md$/, '') + '.json', JSON.stringify({ command: commandLine(), serverVersion, settings, results }, null, 2) + '\n');
   await writeFile(svg, chart(results));
   console.log(`written to ${out} (+ .json, .svg)`);
+}
+
+// ------------------------------------------------------------------------------ the systems
+
+/** Runs `system`'s phases in a fresh Node process (this script, with --system) and returns its results. */
+async function inChild(system: System): Promise<PhaseResult[]> {
+  const file = join(await mkdtemp(join(tmpdir(), 'ratchet-bench-results-')), `${system}.json`);
+  const child = spawn(process.execPath, [...process.execArgv, process.argv[1]!, ...process.argv.slice(2), '--system', system, '--results', file], {
+    env: { ...process.env, DATABASE_URL: url, ...(server ? { RATCHET_BENCH_PGDATA: server.dataDir } : {}) },
+    stdio: 'inherit',
+  });
+  const [code, signal] = (await once(child, 'exit')) as [number | null, NodeJS.Signals | null];
+  if (code !== 0) throw new Error(`the ${system} phases failed (exit ${code ?? signal})`);
+  const results = JSON.parse(await readFile(file, 'utf8')) as PhaseResult[];
+  await rm(file, { force: true });
+  return results;
+}
+
+/** One system's phases, for every workload (in a child process: see SYSTEMS). */
+async function runSystem(system: System): Promise<PhaseResult[]> {
+  const results: PhaseResult[] = [];
+  const run = async (workload: string, name: string, w: Workload | (() => Workload | Promise<Workload>)) => {
+    if (PHASES && !PHASES.test(name)) return;
+    const workload_ = typeof w === 'function' ? await w() : w;
+    results.push(await phase(workload, name, workload === 'agent' ? 3 : K, workload_));
+  };
+  if (system === 'plain') {
+    for (const workload of WORKLOADS) {
+      if (workload === 'trivial') await run(workload, 'raw single-INSERT commits (limit)', rawInserts);
+      await run(workload, 'baseline (hand-rolled)', workload === 'trivial' ? baseline : workload === 'effects' ? baselineEffects : baselineAgent);
+    }
+  }
+  if (system === 'dbos' && (!PHASES || PHASES.test('DBOS Transact 5.3.0 direct') || PHASES.test('DBOS Transact 5.3.0 queue'))) {
+    const dbos = await startDbos();
+    for (const workload of WORKLOADS.filter((w) => w !== 'agent')) {
+      await run(workload, 'DBOS Transact 5.3.0 direct', () => dbos.direct(workload));
+      await run(workload, 'DBOS Transact 5.3.0 queue', () => dbos.queue(workload));
+    }
+    await DBOS.shutdown();
+  }
+  if (system === 'ratchet') {
+    for (const workload of WORKLOADS) {
+      const wf = workload === 'trivial' ? trivial : workload === 'effects' ? effects : agent;
+      const engine = await createEngine({ database: url, workflows: [wf], actions: [insertTicket], poolSize: C * 2 + 6 });
+      await engine.migrate();
+      await run(workload, 'ratchet direct (engine.run)', () => ratchetDirect(engine, wf));
+      await run(workload, 'ratchet queue (client.execute → worker)', () => ratchetQueue(engine, wf, 'execute'));
+      await run(workload, 'ratchet queue (start → worker → result())', () => ratchetQueue(engine, wf, 'start'));
+      await run(workload, 'ratchet queue across engines (NOTIFY → claim)', () => ratchetQueueAcross(engine, wf));
+      await engine.close();
+    }
+  }
+  return results;
 }
 
 // ------------------------------------------------------------------------------ measuring
@@ -300,7 +355,7 @@ async function counters(): Promise<{ statements: number; xids: number; wal: numb
            -- The next transaction id: its growth counts write transactions (read-only ones get no id).
            pg_snapshot_xmax(pg_current_snapshot())::text::float8 AS xids,
            pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8 AS wal`);
-  return { ...rows[0], pgCpuMs: await postgresCpuMs(server?.dataDir) };
+  return { ...rows[0], pgCpuMs: await postgresCpuMs(server?.dataDir ?? process.env.RATCHET_BENCH_PGDATA) };
 }
 
 async function printTopStatements(): Promise<void> {
