@@ -149,8 +149,8 @@ interface PhaseResult {
 /**
  * Each system is measured in a fresh Node process of its own, one after the other, on the same
  * server: a system's heap, timers and process-wide hooks (a context manager, async hooks) must
- * not tax the next one. In one process, Ratchet's first phase measured 2.1–2.7× DBOS direct right
- * after DBOS's queue phases and 3.4× without them.
+ * not tax the next one (docs/benchmarks.md: whether they did is not settled; a benchmark should
+ * not have to answer it).
  */
 const SYSTEMS = ['plain', 'dbos', 'ratchet'] as const;
 type System = (typeof SYSTEMS)[number];
