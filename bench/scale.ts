@@ -440,7 +440,9 @@ async function explainHotPath(): Promise<{ label: string; plan: string }[]> {
     const input = JSON.stringify({ k: K });
     await explain('start (insert pending task + event + notify)', 'ratchet_insert_pending_task', [
       DEFAULT_TENANT_ID, taskId, trivial.name, trivial.version, null, null, 0, input, 'f'.repeat(64), null, null, null, null,
-      'engine:explain', JSON.stringify({ inputBytes: input.length }), null,
+      'engine:explain', JSON.stringify({ inputBytes: input.length }), null, null,
+      // awaited by, notify, eager owner and lease: a plain queued start
+      null, true, null, null,
     ]);
     // The run just inserted is pending and due: the claim takes it.
     await client.query(`UPDATE ratchet.tasks SET due_at = ratchet.now() - interval '1 second' WHERE tenant_id = $1 AND id = $2`, [DEFAULT_TENANT_ID, taskId]);
@@ -453,12 +455,13 @@ async function explainHotPath(): Promise<{ label: string; plan: string }[]> {
     await explain('list operations (replay)', 'ratchet_list_operations', [DEFAULT_TENANT_ID, taskId]);
     await explain('step checkpoint (fenced operation insert)', 'ratchet_write_operation', [
       DEFAULT_TENANT_ID, taskId, 'worker:explain', version, randomUUID(), 's', 's#1', 1, 'step', null, null, 'succeeded', 1, 0, false, null, null,
-      '1', null, null, null,
+      '1', null, null, null, null,
     ]);
-    await explain('await result (register)', 'ratchet_await_task', [DEFAULT_TENANT_ID, taskId]);
+    await explain('await result (register)', 'ratchet_await_task', [DEFAULT_TENANT_ID, taskId, 'engine:explain']);
     await explain('get task', 'ratchet_get_task', [DEFAULT_TENANT_ID, taskId]);
     await explain('transition (complete)', 'ratchet_transition_task', [
       DEFAULT_TENANT_ID, taskId, 'worker:explain', version, 'completed', 'completed', null, String(K), null, null, null, null,
+      null, null, null, null,
     ]);
   } catch (error) {
     out.push({ label: 'EXPLAIN failed', plan: String((error as Error)?.message ?? error) });
@@ -653,6 +656,7 @@ async function drain(engine: Engine, workers: number, round: number): Promise<Dr
     log(
       `   ${workers} worker(s) #${round}: ${d.runsPerSec.toFixed(1)} runs/s; Postgres ${d.pgCores.toFixed(2)} cores, workers ${d.workerCores.toFixed(2)} cores, ${noise(d)}; ${renderWaits(d.waits)}`,
     );
+    log(`     per run: ${statements.slice(0, 6).map((x) => `${x.label} ${(x.calls / DRAIN).toFixed(2)} × ${(x.totalMs / Math.max(1, x.calls)).toFixed(3)} ms`).join('; ')}`);
     return d;
   } finally {
     await Promise.all(spawned.map((c) => c.stop()));
@@ -789,7 +793,7 @@ function labelOf(query: string): string {
   const q = query.replace(/\s+/g, ' ').trim();
   const known: [RegExp, string][] = [
     [/INSERT INTO ratchet\.operations AS o/, 'step checkpoint (write operation)'],
-    [/WITH c AS MATERIALIZED/, 'claim'],
+    [/c AS MATERIALIZED/, 'claim'],
     [/^WITH t AS \( UPDATE ratchet\.tasks t SET state = /, 'transition (complete / sleep)'],
     [/INSERT INTO ratchet\.tasks AS t .*pg_notify/, 'start (insert pending task + event + notify)'],
     [/INSERT INTO ratchet\.tasks AS t /, 'direct start (insert leased task + event)'],
