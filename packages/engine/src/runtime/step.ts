@@ -1,8 +1,8 @@
 /**
  * `ctx.step`: a memoized computation. Fresh: run `fn`, record its JSON-decoded result in one
  * fenced statement — the segment's next one when the first attempt succeeds (`Execution.defer`:
- * the run's settlement, or the next ctx call's) — and hand back exactly what replay will read. Recorded: return it (or rethrow its
- * error) without running anything.
+ * the run's settlement, or the next ctx call's) — and hand back exactly what replay will read.
+ * Recorded: return it (or rethrow its error) without running anything.
  *
  * Retries: each failed attempt is recorded (`reserved`, attempt n, its error, the next attempt
  * due at `deadline_at`), so attempt counts survive a crash; waits longer than a second suspend
