@@ -237,7 +237,7 @@ FUNCTION enter_tenant_at(tenant uuid, proof text, started timestamp with time zo
 FUNCTION events_append_only() RETURNS trigger plpgsql VOLATILE
 FUNCTION leave_tenant() RETURNS void sql VOLATILE
 FUNCTION leave_tenant_at(started timestamp with time zone) RETURNS void sql VOLATILE
-FUNCTION now() RETURNS timestamp with time zone sql STABLE
+FUNCTION now() RETURNS timestamp with time zone plpgsql STABLE
 FUNCTION session_tenant() RETURNS uuid sql STABLE
 FUNCTION session_tenant_at(started timestamp with time zone) RETURNS uuid sql STABLE
 FUNCTION wake_parent() RETURNS trigger plpgsql VOLATILE
