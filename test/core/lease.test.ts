@@ -220,7 +220,8 @@ describe('a connection lost at COMMIT', () => {
       override query(...args: any[]): any {
         const config = args[0];
         const result = (super.query as (...a: any[]) => Promise<unknown>)(...args);
-        if (config?.name === 'ratchet_write_operation' && this.lost === 0) {
+        // A fresh step's record: sent again, the plain insert meets its own row (unique violation).
+        if (config?.name === 'ratchet_insert_operation' && this.lost === 0) {
           this.lost += 1;
           return result.then(() => {
             throw new Error('Connection terminated unexpectedly');
