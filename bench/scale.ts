@@ -453,9 +453,9 @@ async function explainHotPath(): Promise<{ label: string; plan: string }[]> {
     ]);
     const version = rows[0]?.state_version ?? 2;
     await explain('list operations (replay)', 'ratchet_list_operations', [DEFAULT_TENANT_ID, taskId]);
-    await explain('step checkpoint (fenced operation insert)', 'ratchet_write_operation', [
-      DEFAULT_TENANT_ID, taskId, 'worker:explain', version, randomUUID(), 's', 's#1', 1, 'step', null, null, 'succeeded', 1, 0, false, null, null,
-      '1', null, null, null, null,
+    await explain('step checkpoint (fenced operation insert)', 'ratchet_insert_operation', [
+      DEFAULT_TENANT_ID, taskId, 'worker:explain', version, randomUUID(), 's', 's#1', 1, 'step', null, null, 'succeeded', 1, null, false, null, null,
+      '1', null, null, null,
     ]);
     await explain('await result (register)', 'ratchet_await_task', [DEFAULT_TENANT_ID, taskId, 'engine:explain']);
     await explain('get task', 'ratchet_get_task', [DEFAULT_TENANT_ID, taskId]);
