@@ -52,6 +52,7 @@ const { values: args } = parseArgs({
     statements: { type: 'boolean', default: false },
     warmup: { type: 'string' },
     phases: { type: 'string' },
+    rounds: { type: 'string', default: '1' },
     // Internal: run one system's phases in this (child) process and write its results here.
     system: { type: 'string' },
     results: { type: 'string' },
@@ -65,6 +66,14 @@ const WORKLOADS = args.workloads!.split(',').map((w) => w.trim());
 const WARMUP = args.warmup === undefined ? Math.ceil(N / 2) : Number(args.warmup);
 /** Only the phases whose name matches (a regular expression); the rest are skipped. */
 const PHASES = args.phases === undefined ? undefined : new RegExp(args.phases, 'i');
+/**
+ * Every system's phases this many times over, alternating the order of the systems; each ratio is
+ * taken within its round, and the table gives the median round (ratios as median and range).
+ * The machine drifts by a third within minutes: one round can land a system on a fast minute and
+ * its peer on a slow one, and several alternating rounds put that drift on both sides.
+ */
+const ROUNDS = Number(args.rounds);
+if (!Number.isInteger(ROUNDS) || ROUNDS < 1) throw new Error('--rounds must be a positive integer');
 
 // ------------------------------------------------------------------------------ the workflows
 
@@ -191,16 +200,19 @@ await admin.query(`
 const serverVersion = (await admin.query('SHOW server_version')).rows[0].server_version as string;
 const settings = (await admin.query(`SELECT name, setting FROM pg_settings WHERE name IN ('fsync', 'synchronous_commit')`)).rows;
 
-const results: PhaseResult[] = [];
+const rounds: PhaseResult[][] = [];
 try {
-  for (const system of SYSTEMS) {
-    results.push(...(await inChild(system)));
-    if (system === 'dbos') {
+  for (let round = 0; round < ROUNDS; round += 1) {
+    const results: PhaseResult[] = [];
+    for (const system of round % 2 === 0 ? SYSTEMS : [...SYSTEMS].reverse()) {
+      results.push(...(await inChild(system)));
+      if (system !== 'dbos') continue;
       // Its queue phases leave its tables full of dead rows; vacuumed now rather than by
       // autovacuum in the middle of the next system's phases.
       const { rows } = await admin.query(`SELECT format('%I.%I', schemaname, relname) AS t FROM pg_stat_user_tables WHERE schemaname = 'dbos'`);
       for (const { t } of rows) await admin.query(`VACUUM ANALYZE ${t}`);
     }
+    rounds.push(results);
   }
   if (args.statements) await printTopStatements();
 } catch (error) {
@@ -214,6 +226,7 @@ try {
 }
 if (process.exitCode) process.exit();
 
+const results = medianRound(rounds);
 const report = render(results);
 console.log(report);
 if (args.out) {
@@ -225,7 +238,7 @@ if (args.out) {
   const svg = out.replace(/\.md$/, '') + '.svg';
   const chartLink = `![runs per second by phase and workload](${svg.split('/').pop()})`;
   await writeFile(out, `${(head ?? '').trimEnd() || '# Benchmarks'}\n\n${marker}\n\n${report}\n\n${chartLink}\n`);
-  await writeFile(out.replace(/\.md$/, '') + '.json', JSON.stringify({ command: commandLine(), serverVersion, settings, results }, null, 2) + '\n');
+  await writeFile(out.replace(/\.md$/, '') + '.json', JSON.stringify({ command: commandLine(), serverVersion, settings, results, rounds }, null, 2) + '\n');
   await writeFile(svg, chart(results));
   console.log(`written to ${out} (+ .json, .svg)`);
 }
@@ -553,19 +566,57 @@ async function ratchetQueueAcross(workers: Engine, wf: Workflow<any, any, any>):
 // ------------------------------------------------------------------------------ reporting
 
 function commandLine(): string {
-  return `pnpm bench --runs ${N} --warmup ${WARMUP} --steps ${K} --concurrency ${C} --workloads ${WORKLOADS.join(',')}${args.phases ? ` --phases '${args.phases}'` : ''}`;
+  return `pnpm bench --runs ${N} --warmup ${WARMUP} --steps ${K} --concurrency ${C} --workloads ${WORKLOADS.join(',')}${args.phases ? ` --phases '${args.phases}'` : ''}${ROUNDS > 1 ? ` --rounds ${ROUNDS}` : ''}`;
 }
 
-function render(rows: PhaseResult[]): string {
+/** A phase of the report: its median round, and its ratios in every round. */
+interface ReportRow extends PhaseResult {
+  /** Runs/s ÷ the baseline's of the same workload, one per round. */
+  toBaseline: number[];
+  /** Runs/s ÷ DBOS direct's of the same workload, one per round (empty without DBOS). */
+  toDbos: number[];
+}
+
+function baselineOf(rows: PhaseResult[], workload: string): PhaseResult | undefined {
+  const group = rows.filter((r) => r.workload === workload);
+  return group.find((r) => r.name.startsWith('baseline')) ?? group[0];
+}
+function dbosOf(rows: PhaseResult[], workload: string): PhaseResult | undefined {
+  return rows.find((r) => r.workload === workload && r.name.includes('DBOS') && r.name.includes('direct'));
+}
+
+/** Each phase's median round by runs/s, with its ratios computed within each round. */
+function medianRound(rounds: PhaseResult[][]): ReportRow[] {
+  return (rounds[0] ?? []).map((first) => {
+    const same = rounds.map((rows) => rows.find((r) => r.workload === first.workload && r.name === first.name)!);
+    const ratios = (peerOf: (rows: PhaseResult[], workload: string) => PhaseResult | undefined) =>
+      rounds.flatMap((rows, i) => {
+        const peer = peerOf(rows, first.workload);
+        return peer ? [same[i]!.runsPerSec / peer.runsPerSec] : [];
+      });
+    const byRate = [...same].sort((a, b) => a.runsPerSec - b.runsPerSec);
+    return { ...byRate[Math.floor((byRate.length - 1) / 2)]!, toBaseline: ratios(baselineOf), toDbos: ratios(dbosOf) };
+  });
+}
+
+function median(values: number[]): number {
+  const v = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(v.length / 2);
+  return v.length === 0 ? NaN : v.length % 2 === 1 ? v[mid]! : (v[mid - 1]! + v[mid]!) / 2;
+}
+
+function render(rows: ReportRow[]): string {
   const f = (n: number, d = 1) => (Number.isFinite(n) ? n.toFixed(d) : 'n/a');
+  const ratio = (values: number[]) =>
+    values.length === 0 ? 'n/a' : values.length === 1 ? f(values[0]!, 2) : `${f(median(values), 2)} (${f(Math.min(...values), 2)}–${f(Math.max(...values), 2)})`;
   const out = [
-    `Command: \`${commandLine()}\` — ${N} runs per phase, ${C} in flight.`,
+    `Command: \`${commandLine()}\` — ${N} runs per phase, ${C} in flight${
+      ROUNDS > 1 ? `, ${ROUNDS} rounds: each phase's median round, and its ratios as the median (range) of the ratios within each round` : ''
+    }.`,
     `PostgreSQL ${serverVersion} (${settings.map((s) => `${s.name}=${s.setting}`).join(', ')}), Node ${process.version}, ${cpus().length} cores, ${Math.round(totalmem() / 2 ** 30)} GiB.`,
   ];
   for (const workload of WORKLOADS) {
     const group = rows.filter((r) => r.workload === workload);
-    const base = group.find((r) => r.name.startsWith('baseline')) ?? group[0]!;
-    const dbos = group.find((r) => r.name.includes('DBOS') && r.name.includes('direct'));
     const steps = workload === 'agent' ? 'infer → seal → commit' : `${K} ${workload === 'effects' ? 'effects' : 'trivial steps'}`;
     out.push(
       '',
@@ -575,7 +626,7 @@ function render(rows: PhaseResult[]): string {
       '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
       ...group.map(
         (r) =>
-          `| ${r.name} | ${f(r.runsPerSec)} | ${f(r.stepsPerSec, 0)} | ${f(r.runsPerSec / base.runsPerSec, 2)} | ${dbos ? f(r.runsPerSec / dbos.runsPerSec, 2) : 'n/a'} | ${f(r.p50)} | ${f(r.p99)} | ${f(r.firstStepP50, 2)} | ${f(r.statementsPerRun)} | ${f(r.statementsPerRun / (r.workload === 'agent' ? 3 : K), 2)} | ${f(r.writeTxnsPerRun)} | ${f(r.walBytesPerRun, 0)} | ${f(r.nodeCpuMsPerRun, 2)} | ${f(r.pgCpuMsPerRun, 2)} |`,
+          `| ${r.name} | ${f(r.runsPerSec)} | ${f(r.stepsPerSec, 0)} | ${ratio(r.toBaseline)} | ${ratio(r.toDbos)} | ${f(r.p50)} | ${f(r.p99)} | ${f(r.firstStepP50, 2)} | ${f(r.statementsPerRun)} | ${f(r.statementsPerRun / (r.workload === 'agent' ? 3 : K), 2)} | ${f(r.writeTxnsPerRun)} | ${f(r.walBytesPerRun, 0)} | ${f(r.nodeCpuMsPerRun, 2)} | ${f(r.pgCpuMsPerRun, 2)} |`,
       ),
     );
   }
