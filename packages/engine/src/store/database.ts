@@ -69,15 +69,15 @@ function newPool(connectionString: string, max: number): pg.Pool {
     // TCP keepalive instead of never.
     keepAlive: true,
     keepAliveInitialDelayMillis: 10_000,
+    // Before the connection is handed out: a SET sent from the 'connect' event raced the first
+    // checkout's own statement on the same client (node-pg warns; pg 9 refuses). A failure here
+    // fails the checkout, a transient error like any other connection failure.
+    onConnect: (client) => client.query(GENERIC_PLANS),
   });
   // An idle client that loses its server (restart, pg_terminate_backend) emits 'error' on the
   // pool; unhandled, that would crash the process. The next checkout simply reconnects.
   pool.on('error', () => {});
   hearClientErrors(pool);
-  pool.on('connect', (client) => {
-    // Queued before anything a checkout sends; a failure shows on the statement after it.
-    client.query(GENERIC_PLANS).catch(() => {});
-  });
   return pool;
 }
 
