@@ -578,8 +578,7 @@ interface ReportRow extends PhaseResult {
 }
 
 function baselineOf(rows: PhaseResult[], workload: string): PhaseResult | undefined {
-  const group = rows.filter((r) => r.workload === workload);
-  return group.find((r) => r.name.startsWith('baseline')) ?? group[0];
+  return rows.find((r) => r.workload === workload && r.name.startsWith('baseline'));
 }
 function dbosOf(rows: PhaseResult[], workload: string): PhaseResult | undefined {
   return rows.find((r) => r.workload === workload && r.name.includes('DBOS') && r.name.includes('direct'));
