@@ -8,7 +8,7 @@ import pg from 'pg';
 import { z } from 'zod';
 import { workflow } from '@ratchet/sdk';
 import type { Engine } from '@ratchet/engine';
-import { claimTasks } from '../../packages/engine/src/store/tasks.js';
+import { claimTasks } from '../../packages/engine/src/store/leases.js';
 import { engineOn, eventually, events, operations, shift, task, testDatabase } from '../helpers/engine.js';
 import type { TestDatabase } from '../helpers/database.js';
 import { spawnWorker, type WorkerProcess } from '../helpers/processes.js';

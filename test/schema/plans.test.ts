@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type pg from 'pg';
 import { freshDatabase, type TestDatabase } from '../helpers/database.js';
-import { CLAIM_TASKS_SQL } from '../../packages/engine/src/store/tasks.js';
+import { CLAIM_TASKS_SQL } from '../../packages/engine/src/store/leases.js';
 import { INSERT_OPERATION_SQL, WRITE_OPERATION_SQL } from '../../packages/engine/src/store/operations.js';
 import { openDatabase } from '../../packages/engine/src/store/database.js';
 

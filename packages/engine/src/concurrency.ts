@@ -2,7 +2,7 @@
  * Per-key concurrency limits: how many runs of a concurrency key may run at once, configured by
  * key pattern (`createEngine({ concurrencyLimits: { 'tenant:*': 5, 'export': 1 } })`). A run's
  * limit is resolved when it starts and stored on its row, so the claim statement enforces it
- * without knowing the configuration (store/tasks.ts), and every process agrees on a run's limit.
+ * without knowing the configuration (store/leases.ts), and every process agrees on a run's limit.
  *
  * Matching: an exact key first, then the most specific pattern — the longest, `*` matching any
  * run of characters — then the default of 1.

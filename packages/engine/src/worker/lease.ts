@@ -11,7 +11,7 @@
  */
 import type pg from 'pg';
 import { fault, type FaultHooks } from '../faults.js';
-import { extendLeases } from '../store/tasks.js';
+import { extendLeases } from '../store/leases.js';
 import type { Fence } from '../store/rows.js';
 
 export interface HeldLease {

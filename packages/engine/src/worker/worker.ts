@@ -7,12 +7,13 @@
  *      │  ──got fewer / no slot──▶ idle ──(NOTIFY ratchet_work | a slot frees | next due_at | pollMs)──▶ claiming
  *      └── stop() ──▶ draining (no more claims; in-flight runs finish, or are released after the grace period) ──▶ stopped
  *
- * One claim is ONE statement (store/tasks.ts). Idle waits are computed, not blind: the next
+ * One claim is ONE statement (store/leases.ts). Idle waits are computed, not blind: the next
  * wake is the earliest `due_at` of a registered workflow (a sleeper, a wait timeout, an expired
  * lease), capped by `pollMs` as the safety net for a NOTIFY lost while reconnecting.
  */
 import type { TaskRecord } from '../store/rows.js';
-import { claimTasks, transitionTask, WORK_CHANNEL, type ClaimedTask } from '../store/tasks.js';
+import { claimTasks } from '../store/leases.js';
+import { transitionTask, WORK_CHANNEL, type ClaimedTask } from '../store/tasks.js';
 import { listOperations } from '../store/operations.js';
 import { checkSchema } from '../store/migrate.js';
 import { fault } from '../faults.js';
