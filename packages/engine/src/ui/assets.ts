@@ -240,11 +240,13 @@ export const PAGE_JS = String.raw`
   }
   function refresh(auto) {
     var r = route(), p;
-    // A live refresh never redraws under the operator's cursor, nor closes a contract body they opened.
-    var open = {};
-    Array.prototype.forEach.call(view.querySelectorAll('[data-contract-id] details[open]'), function (d) { open[d.parentNode.getAttribute('data-contract-id')] = true; });
+    // A live refresh never redraws under the operator's cursor, nor closes a contract body they
+    // opened — read when the answer arrives, not when it was asked for: a body opened while the
+    // request was in flight stays open too.
     if (r.run) p = api('/api/runs/' + r.run).then(function (d) {
       if (route().run !== r.run || (auto && typing())) return;
+      var open = {};
+      Array.prototype.forEach.call(view.querySelectorAll('[data-contract-id] details[open]'), function (details) { open[details.parentNode.getAttribute('data-contract-id')] = true; });
       renderRun(d);
       Array.prototype.forEach.call(view.querySelectorAll('[data-contract-id]'), function (c) { if (open[c.getAttribute('data-contract-id')]) c.querySelector('details').open = true; });
     });
