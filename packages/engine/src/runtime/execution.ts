@@ -45,7 +45,6 @@ import {
   type SerializedError,
   type Workflow,
 } from '@ratchet/sdk';
-import { uuidv7 } from '../ids.js';
 import { activeTraceIds, resolveInstrumentation, type Instrumentation, type SegmentInfo, type StepInfo, type StepOutcome } from '../instrumentation.js';
 import { getPreviousSegment } from '../store/segments.js';
 import { fault, type FaultHooks, type FaultPoint } from '../faults.js';
@@ -62,7 +61,8 @@ import type { Redaction } from '../redact.js';
 import { createContext } from './context.js';
 import { recordedValue } from './json.js';
 import { ReplayOrder } from './replay-order.js';
-import { transitionFenced, withReconnects, writeCheckpoint } from './checkpoint.js';
+import { transitionFenced, withReconnects } from './checkpoint.js';
+import { StepRecorder } from './recorder.js';
 
 export interface RuntimeOptions {
   /** Default timeout of one effect attempt. */
@@ -163,8 +163,8 @@ export class Execution {
   /** ctx calls in flight by name: their kind, step key and when they began (Date.now()). */
   readonly #namesInFlight = new Map<string, { kind: OperationKind; key: string; since: number }>();
   readonly #startedAt = Date.now();
-  /** The fenced statement in flight, if any (what a stuck segment is waiting for). */
-  #writing: { stepKey: string; since: number } | undefined;
+  /** Writes this segment's step records, and holds the deferred ones (recorder.ts). */
+  readonly #recorder: StepRecorder;
   readonly #durableWaits = new Map<string, Date>();
   readonly #external = new Map<string, ExternalWait>();
   /** Looks and suspension checks, one at a time. */
@@ -175,7 +175,6 @@ export class Execution {
   readonly #timers = new Set<NodeJS.Timeout>();
   readonly #abort = new AbortController();
   #active = 0;
-  #nextSeq: number;
   #clockOffset: number;
   #lastFact: Date;
   #lastKey = '';
@@ -196,10 +195,6 @@ export class Execution {
   /** Ids of each step's latest span (noted inside the step hook): written on that step's row. */
   readonly #stepIds = new Map<string, { traceId: string | null; spanId: string | null }>();
   readonly #hasRecords: boolean;
-  /** Fresh steps that succeeded, not written yet: the segment's next statement writes them (see `defer`). */
-  #deferred: OperationWrite[] = [];
-  /** Writing deferred steps by themselves (before a call's work, or after the macrotask that deferred them). */
-  #flushing: Promise<void> | undefined;
 
   constructor(deps: ExecutionDeps, operations: OperationRecord[]) {
     this.#deps = deps;
@@ -223,7 +218,10 @@ export class Execution {
           }),
         ),
     );
-    this.#nextSeq = operations.reduce((max, op) => Math.max(max, op.seq), 0) + 1;
+    this.#recorder = new StepRecorder(
+      this,
+      operations.reduce((max, op) => Math.max(max, op.seq), 0),
+    );
     this.#clockOffset = deps.dbNow.getTime() - (deps.claimedLocalAt ?? Date.now());
     this.#lastFact = deps.task.createdAt;
     this.#randomSeed = `${this.runId}:`;
@@ -240,7 +238,7 @@ export class Execution {
       onLost: () => this.#lose(),
       onCancelRequested: () => this.requestCancel(),
       onRenewed: (now: Date, signalSeq: number | null) => {
-        this.#clockOffset = now.getTime() - Date.now();
+        this.sawDbTime(now);
         if (signalSeq !== null && signalSeq !== this.#signalSeq) {
           this.#signalSeq = signalSeq;
           void this.poke();
@@ -328,7 +326,7 @@ export class Execution {
         forMs: now - since,
         durable: this.#durableWaits.has(key) || this.#external.has(key),
       })),
-      writing: this.#writing ? { stepKey: this.#writing.stepKey, forMs: now - this.#writing.since } : null,
+      writing: this.#recorder.writing ? { stepKey: this.#recorder.writing.stepKey, forMs: now - this.#recorder.writing.since } : null,
     };
   }
 
@@ -427,7 +425,7 @@ export class Execution {
       this.#scheduleCheck();
     };
     // Nothing runs before the steps that succeeded before it are recorded (see `defer`).
-    const run = (): T | Promise<T> => (this.#deferred.length > 0 ? this.#flush().then(() => (this.#settling ? NEVER : body(key, recorded))) : body(key, recorded));
+    const run = (): T | Promise<T> => (this.#recorder.hasDeferred ? this.#recorder.flush().then(() => (this.#settling ? NEVER : body(key, recorded))) : body(key, recorded));
     // `new Promise(r => r(run()))` runs the body now and turns a synchronous throw into a rejection.
     const started = recorded ? this.#replay.turn(key).then(run) : new Promise<T>((resolve) => resolve(run()));
     return started.then(
@@ -581,7 +579,12 @@ export class Execution {
 
   /** The next recording order number, for statements that write a step record themselves. */
   takeSeq(): number {
-    return this.#nextSeq++;
+    return this.#recorder.takeSeq();
+  }
+
+  /** The database's time as a statement of this segment read it: dbNow() follows it. */
+  sawDbTime(now: Date): void {
+    this.#clockOffset = now.getTime() - Date.now();
   }
 
   /** This run's state_version moved on by our own write (seal, commit): the fence follows it. */
@@ -663,8 +666,7 @@ export class Execution {
    */
   async write(op: NewOperation, statement?: (full: OperationWrite) => Promise<WrittenOperation | null>): Promise<WrittenOperation> {
     if (this.#settling) return NEVER;
-    const full = this.#complete(op);
-    const written = await this.#checkpoint(full, statement && (() => statement(full)));
+    const written = await this.#recorder.write(op, statement);
     if (written === 'lost') {
       this.#lose();
       return NEVER;
@@ -674,66 +676,11 @@ export class Execution {
 
   /**
    * Records a fresh step that succeeded at its first attempt with the segment's next statement
-   * rather than one of its own: the next ctx call writes it before doing anything (`call`), the
-   * run's settlement writes it in the same statement (a workflow that returns after its last
-   * step settles in one statement, not two), and after the current macrotask it is written by
-   * itself (the workflow awaits something that is not a ctx call). So nothing that follows the
-   * step — another step, an effect, a commit, a message, the run's outcome — becomes visible or
-   * runs before the step is recorded, and a crash before then loses only what a crash between
-   * the step's work and its checkpoint always loses: the step runs again on replay.
-   *
-   * Its time (ctx.now() after it, and created_at/completed_at on its row) is the database's time
-   * as this worker estimates it when the step succeeded — the same value replay will read.
+   * rather than one of its own (recorder.ts).
    */
   defer(op: NewOperation): void {
     if (this.#settling) return;
-    const full = this.#complete(op);
-    full.completedAt = new Date(Math.max(this.dbNow(), this.#lastFact.getTime()));
-    this.fact(full.stepKey, full.completedAt);
-    this.#deferred.push(full);
-    if (this.#deferred.length === 1) {
-      setImmediate(() => {
-        if (this.#deferred.length > 0 && !this.#settling) this.#flush().catch((error: unknown) => this.#deps.onError?.(error));
-      });
-    }
-  }
-
-  /** Writes the deferred steps one statement each, oldest first; stops when the segment starts settling (it writes the rest). */
-  #flush(): Promise<void> {
-    this.#flushing ??= (async () => {
-      try {
-        while (this.#deferred.length > 0 && !this.#settling) {
-          const written = await this.#checkpoint(this.#deferred[0]!);
-          if (written === 'lost') return this.#lose();
-          this.#deferred.shift();
-        }
-      } finally {
-        this.#flushing = undefined;
-      }
-    })();
-    return this.#flushing;
-  }
-
-  #complete(op: NewOperation): OperationWrite {
-    const ids = this.traceIds(op.stepKey);
-    const full: OperationWrite = { ...op, id: op.id ?? uuidv7(), seq: op.seq ?? this.#nextSeq++, traceId: ids.traceId, spanId: ids.spanId };
-    if (full.error) full.error = this.#deps.options.redaction.error(full.error, this.runId);
-    return full;
-  }
-
-  async #checkpoint(full: OperationWrite, statement?: () => Promise<WrittenOperation | null>): Promise<WrittenOperation | 'lost'> {
-    const writing = { stepKey: full.stepKey, since: Date.now() };
-    this.#writing = writing;
-    let written: WrittenOperation | 'lost';
-    try {
-      written = await writeCheckpoint(this.#deps.pool, this.fence, full, this.#deps.onError, statement);
-    } finally {
-      if (this.#writing === writing) this.#writing = undefined;
-    }
-    if (written === 'lost') return written;
-    if (written.now) this.#clockOffset = written.now.getTime() - Date.now();
-    if (this.#lease) this.#lease.progressed = true;
-    return written;
+    this.#recorder.defer(op);
   }
 
   // ---------------------------------------------------------------- settling
@@ -881,8 +828,8 @@ export class Execution {
     }
     try {
       // A deferred step being written by itself lands first; the rest are written with the outcome.
-      await this.#flushing;
-      if (this.#deferred.length > 0) transition.steps = this.#deferred.splice(0);
+      const steps = await this.#recorder.takeDeferred();
+      if (steps.length > 0) transition.steps = steps;
       const version = await transitionFenced(this.#deps.pool, this.fence, transition, this.#deps.onError);
       if (version === null) {
         this.#abort.abort();
