@@ -15,11 +15,9 @@
  *      │    ──nondeterminism / unknown at-most-once──▶ parked   ──┘
  *      └────── lease lost (renewal or fence failed) ──▶ lost: stop writing, settle nothing
  *
- * Waits for something outside the run (a signal, a child run) are `awaitExternal`: each has a
- * `look` that checks and, when the thing is there, records it. Looks run one at a time, when the
- * worker is told (NOTIFY on ratchet_signal, or a renewal that sees the signal counter move) and
- * just before the run suspends. Suspending reads the signal counter first, looks, and moves to
- * `waiting` carrying that counter: a signal that lands after the read makes the run due at once.
+ * Two parts of a segment live in modules of their own: how its step records are written, one
+ * fenced statement each or deferred to the next (recorder.ts), and when it suspends, with the
+ * sleeps and the waits for something outside the run, a signal or a child (suspension.ts).
  *
  * Suspending does not throw through user code: the calls still waiting simply never resolve in
  * this process, and the function's pending promise is dropped with the segment (no memory held).
@@ -63,6 +61,7 @@ import { recordedValue } from './json.js';
 import { ReplayOrder } from './replay-order.js';
 import { transitionFenced, withReconnects } from './checkpoint.js';
 import { StepRecorder } from './recorder.js';
+import { MAX_TIMER_MS, Suspension } from './suspension.js';
 
 export interface RuntimeOptions {
   /** Default timeout of one effect attempt. */
@@ -118,8 +117,6 @@ export interface ExecutionDeps {
 }
 
 const NEVER: Promise<never> = new Promise(() => {});
-/** setTimeout's limit (2^31 − 1 ms, about 24.8 days); a longer timer fires at once. Longer waits are durable anyway. */
-const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** One run a worker is executing, as `worker.inFlight()` describes it. */
 export interface InFlightRun {
@@ -143,13 +140,6 @@ export interface InFlightRun {
 /** What a wait for something outside the run found: its value, or an error to throw into the workflow. */
 export type Found<T> = { value: T } | { error: unknown };
 
-interface ExternalWait {
-  /** When it expires (a wait's timeout), or null. */
-  readonly target: Date | null;
-  /** Looks once; resolves the wait if what it waits for is there. */
-  look(): Promise<void>;
-}
-
 export class Execution {
   readonly fence: Fence;
   readonly runId: string;
@@ -165,16 +155,12 @@ export class Execution {
   readonly #startedAt = Date.now();
   /** Writes this segment's step records, and holds the deferred ones (recorder.ts). */
   readonly #recorder: StepRecorder;
-  readonly #durableWaits = new Map<string, Date>();
-  readonly #external = new Map<string, ExternalWait>();
-  /** Looks and suspension checks, one at a time. */
-  #looks: Promise<void> = Promise.resolve();
-  #suspending = false;
+  /** The calls working and waiting, and the move to sleeping or waiting (suspension.ts). */
+  readonly #suspension: Suspension;
   /** The run's signal counter as this worker last saw it. */
   #signalSeq: number;
   readonly #timers = new Set<NodeJS.Timeout>();
   readonly #abort = new AbortController();
-  #active = 0;
   #clockOffset: number;
   #lastFact: Date;
   #lastKey = '';
@@ -207,7 +193,7 @@ export class Execution {
     this.#replay = new ReplayOrder(
       operations,
       deps.options.replayStallMs,
-      () => [...this.#durableWaits.keys(), ...this.#external.keys()],
+      () => this.#suspension.waitingKeys(),
       (op, reached) =>
         this.park(
           new NonDeterminismError(`replay waited for ${op.kind} ${op.stepKey}, recorded next, but the code reached ${reached.join(', ')} instead`, {
@@ -222,6 +208,22 @@ export class Execution {
       this,
       operations.reduce((max, op) => Math.max(max, op.seq), 0),
     );
+    this.#suspension = new Suspension({
+      settled: () => this.#settling,
+      inMemoryWaitMs: deps.options.inMemoryWaitMs,
+      dbNow: () => this.dbNow(),
+      timer: (fn, ms) => this.#timer(fn, ms),
+      clearTimer: (timer) => {
+        clearTimeout(timer);
+        this.#timers.delete(timer);
+      },
+      unreached: () => this.#unreached(),
+      park: (error) => this.park(error),
+      lose: () => this.#lose(),
+      readSignalSeq: () => withReconnects(() => readSignalSeq(deps.pool, this.fence), deps.onError).then((seq) => (seq === 'lost' ? null : seq)),
+      suspend: (outcome) => void this.#settle(outcome),
+      onError: deps.onError,
+    });
     this.#clockOffset = deps.dbNow.getTime() - (deps.claimedLocalAt ?? Date.now());
     this.#lastFact = deps.task.createdAt;
     this.#randomSeed = `${this.runId}:`;
@@ -292,15 +294,7 @@ export class Execution {
    * for something outside the run looks again.
    */
   poke(): Promise<void> {
-    return this.#serial(async () => {
-      for (const wait of [...this.#external.values()]) await wait.look();
-    });
-  }
-
-  #serial(fn: () => Promise<void>): Promise<void> {
-    const next = this.#looks.then(fn);
-    this.#looks = next.catch((error: unknown) => this.#deps.onError?.(error));
-    return next;
+    return this.#suspension.poke();
   }
 
   /** Stops the segment without writing (shutdown): the lease is left to expire or be released by the caller. */
@@ -319,12 +313,12 @@ export class Execution {
       tenantId: this.tenantId,
       workflow: `${this.#deps.workflow.name}@${this.#deps.workflow.version}`,
       forMs: now - this.#startedAt,
-      phase: this.#settling ? 'settling' : this.#suspending ? 'suspending' : 'running',
+      phase: this.#settling ? 'settling' : this.#suspension.suspending ? 'suspending' : 'running',
       calls: [...this.#namesInFlight.values()].map(({ kind, key, since }) => ({
         stepKey: key,
         kind,
         forMs: now - since,
-        durable: this.#durableWaits.has(key) || this.#external.has(key),
+        durable: this.#suspension.isWaiting(key),
       })),
       writing: this.#recorder.writing ? { stepKey: this.#recorder.writing.stepKey, forMs: now - this.#recorder.writing.since } : null,
     };
@@ -418,11 +412,10 @@ export class Execution {
       return NEVER;
     }
     this.#namesInFlight.set(name, { kind, key, since: Date.now() });
-    this.#active += 1;
+    this.#suspension.enter();
     const done = () => {
       this.#namesInFlight.delete(name);
-      this.#active -= 1;
-      this.#scheduleCheck();
+      this.#suspension.leave();
     };
     // Nothing runs before the steps that succeeded before it are recorded (see `defer`).
     const run = (): T | Promise<T> => (this.#recorder.hasDeferred ? this.#recorder.flush().then(() => (this.#settling ? NEVER : body(key, recorded))) : body(key, recorded));
@@ -477,86 +470,16 @@ export class Execution {
     return Promise.resolve((op.noResult ? undefined : op.result) as T);
   }
 
-  /** Resolves at `at` (database time). Longer than the in-memory limit, it lets the run suspend. */
+  /** Resolves at `at` (database time). Longer than the in-memory limit, it lets the run suspend (suspension.ts). */
   waitUntil(key: string, at: Date): Promise<void> {
-    return new Promise((resolve) => {
-      if (this.#settling) return;
-      const remaining = at.getTime() - this.dbNow();
-      if (remaining <= 0) return resolve();
-      const durable = remaining > this.#deps.options.inMemoryWaitMs;
-      if (durable) {
-        this.#active -= 1;
-        this.#durableWaits.set(key, at);
-        this.#scheduleCheck();
-      }
-      if (remaining > MAX_TIMER_MS) return; // the run suspends long before; a claim resumes it
-      this.#timer(() => {
-        if (durable) {
-          this.#durableWaits.delete(key);
-          this.#active += 1;
-        }
-        if (!this.#settling) resolve();
-      }, remaining);
-    });
+    return this.#suspension.waitUntil(key, at);
   }
 
-  /**
-   * Waits for something outside the run (a signal, a child run). `look` checks once and, when the
-   * thing is there, records it and returns what the call resolves to (or throws); `expire` runs at
-   * `target` (after a last look) and records the timeout. Waits longer than the in-memory limit
-   * let the run suspend (state waiting).
-   */
+  /** Waits for something outside the run (a signal, a child run): see suspension.ts. */
   awaitExternal<T>(key: string, target: Date | null, look: () => Promise<Found<T> | undefined>, expire: () => Promise<T>): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      if (this.#settling) return;
-      const remaining = target ? target.getTime() - this.dbNow() : Infinity;
-      const durable = remaining > this.#deps.options.inMemoryWaitMs;
-      let done = false;
-      let timer: NodeJS.Timeout | undefined;
-      const close = () => {
-        done = true;
-        this.#external.delete(key);
-        if (timer) {
-          clearTimeout(timer);
-          this.#timers.delete(timer);
-        }
-        if (durable) this.#active += 1;
-      };
-      const deliver = (found: Found<T>) => {
-        close();
-        if ('value' in found) resolve(found.value);
-        else reject(found.error);
-      };
-      this.#external.set(key, {
-        target,
-        look: async () => {
-          if (done || this.#settling) return;
-          const found = await look();
-          if (found && !done) deliver(found);
-        },
-      });
-      if (durable) {
-        this.#active -= 1;
-        this.#scheduleCheck();
-      }
-      if (target && remaining <= MAX_TIMER_MS) {
-        timer = this.#timer(
-          () =>
-            void this.#serial(async () => {
-              if (done || this.#settling) return;
-              const found = await look();
-              if (done) return;
-              if (found) return deliver(found);
-              close();
-              await expire().then(resolve, reject);
-            }),
-          Math.max(0, remaining),
-        );
-      }
-    });
+    return this.#suspension.awaitExternal(key, target, look, expire);
   }
 
-  /** The signal handed to effects and model calls: aborts when the lease is lost or the run is cancelled. */
   get signal(): AbortSignal {
     return this.#abort.signal;
   }
@@ -685,46 +608,6 @@ export class Execution {
 
   // ---------------------------------------------------------------- settling
 
-  #scheduleCheck(): void {
-    // After the current macrotask: every continuation the last change unblocked has run, so a
-    // call made right after another settles is already counted.
-    setImmediate(() => this.#checkSuspend());
-  }
-
-  #checkSuspend(): void {
-    if (this.#settling || this.#suspending || this.#active > 0 || this.#durableWaits.size + this.#external.size === 0) return;
-    const unreached = this.#unreached();
-    if (unreached) return this.park(unreached);
-    if (this.#external.size === 0) return void this.#settle({ state: 'sleeping', wakeAt: this.#earliestTarget()! });
-    // Read the counter, then look: a signal after the read moves the counter, and the move to
-    // waiting below then makes the run due at once instead of waiting for it.
-    this.#suspending = true;
-    let seen: number | null = null;
-    this.#serial(async () => {
-      seen = await withReconnects(() => readSignalSeq(this.#deps.pool, this.fence), this.#deps.onError).then((v) => (v === 'lost' ? null : v));
-      if (seen === null) return;
-      for (const wait of [...this.#external.values()]) await wait.look();
-    }).then(
-      () => {
-        this.#suspending = false;
-        if (seen === null) return this.#lose();
-        if (this.#settling || this.#active > 0 || this.#external.size === 0) return this.#scheduleCheck();
-        void this.#settle({ state: 'waiting', wakeAt: this.#earliestTarget(), signalSeq: seen });
-      },
-      () => {
-        this.#suspending = false;
-        this.#lose(); // the database is unreachable: the lease expires and the run is resumed elsewhere
-      },
-    );
-  }
-
-  #earliestTarget(): Date | null {
-    let earliest: Date | null = null;
-    for (const at of this.#durableWaits.values()) if (!earliest || at < earliest) earliest = at;
-    for (const { target } of this.#external.values()) if (target && (!earliest || target < earliest)) earliest = target;
-    return earliest;
-  }
-
   /** A recorded step the code did not reach by the time it stopped: the code changed. */
   #unreached(): NonDeterminismError | undefined {
     for (const [key, op] of this.#recorded) {
@@ -813,7 +696,7 @@ export class Execution {
                 event: 'waiting',
                 dueAt: outcome.wakeAt,
                 expectedSignalSeq: outcome.signalSeq,
-                payload: { wakeAt: outcome.wakeAt?.toISOString() ?? null, waits: [...this.#external.keys()] },
+                payload: { wakeAt: outcome.wakeAt?.toISOString() ?? null, waits: this.#suspension.externalKeys() },
               }
             : { state: outcome.state, event: outcome.state, error: outcome.error, payload: { code: outcome.error.code ?? null, error: outcome.error.name } };
     transition.policyVersion = this.#deps.options.policyVersion;

@@ -58,7 +58,7 @@ export interface OperationWrite {
   spanId: string | null;
   /**
    * When the step completed (created_at and completed_at), for a record written after the fact
-   * (a deferred step, runtime/execution.ts); default ratchet.now() at the write.
+   * (a deferred step, runtime/recorder.ts); default ratchet.now() at the write.
    */
   completedAt?: Date | null;
 }

@@ -208,7 +208,7 @@ export interface Transition {
   localId?: string | null;
   /**
    * Steps that succeeded since the segment's last statement, recorded by this one (deferred
-   * steps, runtime/execution.ts): fresh records (no row under their key yet), fenced by the
+   * steps, runtime/recorder.ts): fresh records (no row under their key yet), fenced by the
    * task row's update.
    */
   steps?: readonly OperationWrite[];
