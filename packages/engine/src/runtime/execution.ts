@@ -480,6 +480,7 @@ export class Execution {
     return this.#suspension.awaitExternal(key, target, look, expire);
   }
 
+  /** The signal handed to effects and model calls: aborts when the lease is lost or the run is cancelled. */
   get signal(): AbortSignal {
     return this.#abort.signal;
   }
