@@ -21,7 +21,8 @@ import { openDatabase, type Database, type DatabaseOption } from './store/databa
 import { checkSchema, migrateSchema, type MigrationStatus } from './store/migrate.js';
 import { createLeasedTask, getTask } from './store/tasks.js';
 import type { TaskState } from './schema/index.js';
-import { Client, existingRun, newTaskFor, type StartOptions } from './client/client.js';
+import { Client, type StartOptions } from './client/client.js';
+import { existingRun, newTaskFor } from './client/start.js';
 import { newOwnerId, Registry, type EngineCore } from './core.js';
 import { LocalHub } from './local.js';
 import { Execution } from './runtime/execution.js';

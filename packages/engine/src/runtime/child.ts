@@ -22,7 +22,7 @@ import {
   type Workflow,
   type WorkflowRef,
 } from '@ratchet/sdk';
-import { newTaskFor } from '../client/client.js';
+import { newTaskFor } from '../client/start.js';
 import { tenantOf } from '../core.js';
 import { createTask, getTask, getTaskByKey } from '../store/tasks.js';
 import type { OperationRecord, TaskRecord } from '../store/rows.js';

@@ -12,7 +12,7 @@
 import { NotFoundError, RatchetError, ValidationError, type Workflow, type WorkflowRawInput } from '@ratchet/sdk';
 import { idempotencyKeyOf, tenantOf, type EngineCore } from '../core.js';
 import { uuidv7 } from '../ids.js';
-import { newTaskFor } from '../client/client.js';
+import { newTaskFor } from '../client/start.js';
 import { CATCH_UP_POLICIES, type CatchUpPolicy } from '../schema/index.js';
 import {
   databaseNow,
