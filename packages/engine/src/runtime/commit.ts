@@ -33,12 +33,10 @@ import {
   sha256Hex,
   type CommitResult,
   type ContractBody,
-  type Dependency,
   type SealedContract,
   type SerializedError,
 } from '@ratchet/sdk';
 import { commitTx, type OutboxMessage } from '../contracts/tx.js';
-import type { ContractRegistry } from '../contracts/registry.js';
 import { uuidv7 } from '../ids.js';
 import { lockContract, lockFence, ownedVersion, settleContract, type ContractRecord } from '../store/contracts.js';
 import { getOperation } from '../store/operations.js';
@@ -47,6 +45,7 @@ import { DEADLOCK_DETECTED, INTEGRITY_CONSTRAINT_CLASS, SERIALIZATION_FAILURE, i
 import { delay } from './checkpoint.js';
 import type { Execution } from './execution.js';
 import { recordedValue } from './json.js';
+import { dependencyHolds, describeDependency } from './dependencies.js';
 
 /**
  * Attempts at the commit transaction. Serialization failures and deadlocks are the normal price
@@ -263,7 +262,7 @@ async function apply(run: Execution, client: pg.PoolClient, name: string, key: s
       throw failure(error, `dependencies[${i}]`, run, row);
     }
     if (!holds) {
-      const reason = `dependency ${i} does not hold: ${describe(dependency)}`;
+      const reason = `dependency ${i} does not hold: ${describeDependency(dependency)}`;
       const error = new ContractRejectedError(`contract ${row.id} rejected: ${reason}`, { reason, dependency, contractId: row.id, runId: run.runId, step: key });
       return reject(run, client, name, key, row, new Rejection('dependency', error, { index: i, dependency }));
     }
@@ -349,34 +348,6 @@ async function adoptSettled(run: Execution, name: string, key: string, row: Cont
   throw deserializeError(error);
 }
 
-/** `exists` locks what it finds; `notExists` serializes on an advisory lock of its key; `check` asks the registered predicate. */
-async function dependencyHolds(client: pg.PoolClient, tx: ReturnType<typeof commitTx>, registry: ContractRegistry, dependency: Dependency): Promise<boolean> {
-  if (dependency.kind === 'check') {
-    const check = registry.check(dependency.check);
-    if (!check) throw new ContractRejectedError(`check ${dependency.check} is not registered in this deployment`, { reason: 'unknown_check', dependency });
-    return (await check.check(tx, parseWithSchema(check.input, dependency.input, 'dependency.input'))) === true;
-  }
-  const table = registry.table(dependency.table);
-  if (!table) throw new ContractRejectedError(`table ${dependency.table} is not registered in this deployment`, { reason: 'unknown_table', dependency });
-  const values: unknown[] = [];
-  const conditions = Object.entries(dependency.where).map(([column, value]) => {
-    const sqlColumn = table.columns.get(column);
-    if (!sqlColumn) throw new ContractRejectedError(`table ${table.name} has no column ${column}`, { reason: 'unknown_column', dependency });
-    if (value === null) return `${sqlColumn} IS NULL`;
-    values.push(typeof value === 'object' ? JSON.stringify(value) : value);
-    return `${sqlColumn} = $${values.length}`;
-  });
-  if (dependency.kind === 'exists') {
-    const { rows } = await client.query(`SELECT 1 FROM ${table.sql} WHERE ${conditions.join(' AND ')} FOR SHARE`, values);
-    return rows.length > 0;
-  }
-  // notExists: commits racing on the same key serialize here; a unique constraint on these
-  // columns makes it hold against every other writer too (their insert, or ours, fails).
-  await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`ratchet:notExists:${table.name}:${canonicalJson(dependency.where, 'where')}`]);
-  const { rows } = await client.query(`SELECT 1 FROM ${table.sql} WHERE ${conditions.join(' AND ')} LIMIT 1`, values);
-  return rows.length === 0;
-}
-
 /** An error inside an action or check: retryable ones pass through; the rest reject the contract after a rollback. */
 function failure(error: unknown, where: string, run: Execution, row: ContractRecord): unknown {
   const state = sqlState(error);
@@ -401,9 +372,4 @@ function isConnectionError(error: unknown): boolean {
     }
   }
   return false;
-}
-
-function describe(dependency: Dependency): string {
-  if (dependency.kind === 'check') return `check ${dependency.check}`;
-  return `${dependency.kind} ${dependency.table} where ${JSON.stringify(dependency.where)}`;
 }
