@@ -69,21 +69,20 @@ export {
   TimeoutError,
   ValidationError,
   WorkflowNotRegisteredError,
-  deserializeError,
   fieldPath,
   formatPath,
   isRatchetError,
-  serializeError,
 } from './errors.js';
+export { deserializeError, serializeError } from './serialized-error.js';
 export type {
   PathSegment,
   RatchetErrorBaseOptions,
   RatchetErrorByCode,
   RatchetErrorCode,
   RatchetErrorOptions,
-  SerializedError,
   ValidationIssue,
 } from './errors.js';
+export type { SerializedError } from './serialized-error.js';
 
 export { DEFAULT_RETRY, resolveRetryPolicy, retryDelay } from './retry.js';
 export type { ResolvedRetryPolicy, RetryPolicy } from './retry.js';
