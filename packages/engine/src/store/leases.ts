@@ -18,9 +18,9 @@ function timed<I extends unknown[]>(config: pg.QueryConfig<I>, ms: number): pg.Q
 export interface Claim {
   readonly tasks: ClaimedTask[];
   /**
-   * When the claim took fewer runs than asked: milliseconds until the next run of these pairs is
-   * due, leaving out the runs it just took (≤ 0: one is due now, locked by another claim or
-   * waiting for its concurrency key); null when none is due at all or the claim was full.
+   * Milliseconds until the next run of these pairs is due, leaving out the runs this claim took
+   * (≤ 0: one is due now: left behind by a full claim, locked by another claim, or waiting for
+   * its concurrency key); null when none is due at all.
    */
   readonly nextDueMs: number | null;
 }
@@ -31,8 +31,9 @@ export interface Claim {
  * expired. Each claim bumps `state_version` and `claim_count` and writes its event (claimed, woke,
  * lease_reclaimed); a run claimed more than `maxClaims` times without progress is parked instead
  * (a poison pill must not crash workers forever) and is returned with state `parked`. The same
- * statement says whether each run has records, and, when it took fewer than `limit`, when the
- * next run is due: the worker's idle wait needs no statement of its own.
+ * statement says whether each run has records, and when the next run it did not take is due: the
+ * worker's idle wait needs no statement of its own, and a full claim tells whether it left due
+ * runs behind.
  */
 export async function claimTasks(
   db: Queryable,
@@ -158,9 +159,9 @@ export const CLAIM_TASKS_SQL = `
            $7, u."traceId", u."spanId", ratchet.now()
       FROM u
   ), n AS (
-    -- Only when fewer than asked were taken: the earliest due_at among the other runs of these
-    -- pairs (one index probe each on tasks_pending and tasks_due), for the idle wait.
-    -- An aggregate: always exactly one row.
+    -- The earliest due_at among the other runs of these pairs (one index probe each on
+    -- tasks_pending and tasks_due): the idle wait, or, after a full claim, whether due runs
+    -- were left behind. An aggregate: always exactly one row.
     SELECT (extract(epoch FROM min(x.due_at) - ratchet.now()) * 1000)::float8 AS ms
       FROM unnest($1::text[], $2::text[]) AS w(name, version)
      CROSS JOIN LATERAL (
@@ -174,7 +175,6 @@ export const CLAIM_TASKS_SQL = `
            AND NOT EXISTS (SELECT 1 FROM c WHERE c.tenant_id = t.tenant_id AND c.id = t.id)
          ORDER BY t.due_at LIMIT 1)
      ) x
-     WHERE (SELECT count(*) FROM c) < $3
   )
   SELECT u.*, ratchet.now() AS "claimedAt",
          EXISTS (SELECT 1 FROM ratchet.operations o WHERE o.tenant_id = u."tenantId" AND o.task_id = u.id) AS "hasOperations",

@@ -14,8 +14,30 @@ import type { OperationWrite } from './operations.js';
 
 type Queryable = Pick<pg.Pool | pg.PoolClient, 'query'>;
 
-/** Channel a start notifies so idle workers claim at once. */
+/**
+ * Channel a start notifies so idle workers claim at once. A start's payload names its run
+ * (`startPayload`); the other wake-ups on this channel (a concurrency key freed, a signal, a
+ * retry) carry only a workflow name and make every listening worker look.
+ */
 export const WORK_CHANNEL = 'ratchet_work';
+
+/** What a start's `ratchet_work` notification says: which run, of which workflow version. */
+export interface StartNotice {
+  runId: string;
+  workflowName: string;
+  workflowVersion: string;
+}
+
+/**
+ * Reads a `ratchet_work` payload: `<run id> <workflow name> <version>` from a start (a name
+ * never holds a space; a version may), null for any other wake-up.
+ */
+export function startNotice(payload: string): StartNotice | null {
+  if (payload.length < 40 || payload[36] !== ' ') return null;
+  const space = payload.indexOf(' ', 37);
+  if (space < 0) return null;
+  return { runId: payload.slice(0, 36), workflowName: payload.slice(37, space), workflowVersion: payload.slice(space + 1) };
+}
 /**
  * Channel a settled run notifies when a caller in another process awaits it (payload: the run
  * id). Never the outcome: any session of the database may LISTEN, whatever its tenant or role.
@@ -95,8 +117,9 @@ const insertPendingTask = {
       SELECT t."tenantId", t.id, 2, 'claimed', $20, '{"claims": 1, "from": "pending", "eager": true}'::jsonb, $16, t."traceId", t."spanId", t."createdAt"
         FROM t WHERE t.state = 'running'
     ),
-    -- Skipped ($19 false) when a worker of the starting process takes it (local.ts).
-    n AS (SELECT pg_notify('${WORK_CHANNEL}', t."workflowName") FROM t WHERE $19::bool)
+    -- Skipped ($19 false) when a worker of the starting process takes it (local.ts). The payload
+    -- names the run (startNotice): a worker whose claim already took it does not claim again.
+    n AS (SELECT pg_notify('${WORK_CHANNEL}', t.id::text || ' ' || t."workflowName" || ' ' || t."workflowVersion") FROM t WHERE $19::bool)
     SELECT t.*, ratchet.now() AS "claimedAt", false AS "hasOperations", (SELECT count(*) FROM n) AS notified FROM t`,
 };
 

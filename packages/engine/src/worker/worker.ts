@@ -9,11 +9,13 @@
  *
  * One claim is ONE statement (store/leases.ts). Idle waits are computed, not blind: the next
  * wake is the earliest `due_at` of a registered workflow (a sleeper, a wait timeout, an expired
- * lease), capped by `pollMs` as the safety net for a NOTIFY lost while reconnecting.
+ * lease), capped by `pollMs` as the safety net for a NOTIFY lost while reconnecting. A start's
+ * NOTIFY names its run: a start of a workflow version this worker lacks, or of a run its last
+ * claims already took, wakes nothing.
  */
 import type { TaskRecord } from '../store/rows.js';
 import { claimTasks } from '../store/leases.js';
-import { transitionTask, WORK_CHANNEL, type ClaimedTask } from '../store/tasks.js';
+import { startNotice, transitionTask, WORK_CHANNEL, type ClaimedTask } from '../store/tasks.js';
 import { listOperations } from '../store/operations.js';
 import { checkSchema } from '../store/migrate.js';
 import { fault } from '../faults.js';
@@ -70,15 +72,25 @@ export class Worker {
   /** The worker's row in ratchet.workers while started (worker/heartbeat.ts). */
   #heartbeat: Heartbeat | undefined;
   /**
-   * The last claim may have left due runs behind: it filled every free slot, or the loop skipped
-   * claiming with none free. Then a slot freeing claims at once; otherwise the runs this worker
-   * finishes leave nothing to claim that a NOTIFY, a poke or the idle timer would not bring.
+   * Due runs may be waiting for a slot here: the last claim filled every free slot and said one
+   * more was due, or the loop was woken with no slot free. Then a slot freeing claims at once;
+   * otherwise the runs this worker finishes leave nothing to claim that a NOTIFY, a poke or the
+   * idle timer would not bring.
    */
   #backlog = false;
   /** Slots held for eager starts whose INSERT is in flight (local.ts), and when each ends. */
   #reserved = 0;
   /** Slots the claim in flight may fill (its limit): not free for an eager start meanwhile. */
   #claiming = 0;
+  /**
+   * Runs whose start was heard while a claim was in flight. That claim's snapshot may predate
+   * their commit, so one it did not take calls for another claim. A start heard at any other
+   * time wakes the loop at once, and the claim that follows (begun after the start's commit,
+   * which the NOTIFY follows) sees it.
+   */
+  readonly #heardWhileClaiming = new Set<string>();
+  /** Runs this worker claimed lately: a start's NOTIFY that arrives after the claim that took its run wakes nothing. */
+  readonly #claimedLately = new RecentIds(256);
   readonly #reservations = new Set<Promise<void>>();
   /** How this engine's clients wake this worker, and hand it eager starts, in memory (local.ts). */
   readonly #local: LocalWorker = {
@@ -140,7 +152,7 @@ export class Worker {
     );
     await this.#heartbeat.start();
     this.#stopping = false;
-    this.#unsubscribe = await this.#core.listener.subscribe(WORK_CHANNEL, () => this.#poke());
+    this.#unsubscribe = await this.#core.listener.subscribe(WORK_CHANNEL, (payload) => this.#heard(payload));
     await this.#core.running.listen();
     this.#scheduler = new Scheduler(this.#core, { actorId: this.workerId, pollMs: this.#pollMs });
     await this.#scheduler.start();
@@ -241,6 +253,7 @@ export class Worker {
           backoff = 100;
         } catch (error) {
           this.#claiming = 0;
+          this.#heardWhileClaiming.clear(); // the claim after the backoff sees them
           looked();
           // The database went away (restart, terminated backend): back off, never crash.
           this.#core.onError(error);
@@ -250,12 +263,19 @@ export class Worker {
         }
         for (const task of claimed) {
           this.#stats.claimed += 1;
+          this.#claimedLately.add(task.id);
+          this.#heardWhileClaiming.delete(task.id);
           if (task.state === 'parked') continue; // a poison pill, parked by the claim itself
           this.#launch(task, claimedLocalAt);
         }
         this.#claiming = 0;
+        if (this.#heardWhileClaiming.size > 0) {
+          this.#heardWhileClaiming.clear();
+          this.#woken = true;
+        }
         looked();
-        this.#backlog = claimed.length === free;
+        // Full, with a run left due: claim again as soon as a slot frees.
+        this.#backlog = claimed.length === free && due !== null && due <= 0;
         if (this.#backlog) continue;
         // A floor when nothing was claimed: due runs locked by someone else, or waiting for their
         // concurrency key, must not make this loop spin. It doubles while that lasts; a NOTIFY
@@ -272,6 +292,19 @@ export class Worker {
   /** Slots neither running a run, nor held for an eager start, nor asked for by the claim in flight. */
   #free(): number {
     return this.#concurrency - this.#active.size - this.#reserved - this.#claiming;
+  }
+
+  /**
+   * A `ratchet_work` notification. A start (its payload names the run) wakes this worker only for
+   * a workflow version it runs and a run it has not just claimed; every other wake-up (a
+   * concurrency key freed, a signal, a retry, a reconnect) always does.
+   */
+  #heard(payload: string | undefined): void {
+    const start = payload === undefined ? null : startNotice(payload);
+    if (!start) return this.#poke();
+    if (this.#claimedLately.has(start.runId) || !this.#core.registry.get(start.workflowName, start.workflowVersion)) return;
+    if (this.#claiming > 0) this.#heardWhileClaiming.add(start.runId);
+    else this.#poke();
   }
 
   #poke(): void {
@@ -357,6 +390,29 @@ export class Worker {
 }
 
 const SETTLED = new Set<Outcome['state']>(['completed', 'failed', 'cancelled']);
+
+/** The last `size` ids added, for membership tests. */
+class RecentIds {
+  readonly #ring: (string | undefined)[];
+  readonly #ids = new Set<string>();
+  #next = 0;
+
+  constructor(size: number) {
+    this.#ring = new Array<string | undefined>(size);
+  }
+
+  add(id: string): void {
+    const evicted = this.#ring[this.#next];
+    if (evicted !== undefined) this.#ids.delete(evicted);
+    this.#ring[this.#next] = id;
+    this.#ids.add(id);
+    this.#next = (this.#next + 1) % this.#ring.length;
+  }
+
+  has(id: string): boolean {
+    return this.#ids.has(id);
+  }
+}
 
 interface ActiveRun {
   readonly task: TaskRecord;
