@@ -458,7 +458,7 @@ async function explainHotPath(): Promise<{ label: string; plan: string }[]> {
       '1', null, null, null,
     ]);
     await explain('await result (register)', 'ratchet_await_task', [DEFAULT_TENANT_ID, taskId, 'engine:explain']);
-    await explain('get task', 'ratchet_get_task', [DEFAULT_TENANT_ID, taskId]);
+    await explain('read outcome (a settled run awaited)', 'ratchet_get_outcome', [DEFAULT_TENANT_ID, taskId]);
     await explain('transition (complete)', 'ratchet_transition_task', [
       DEFAULT_TENANT_ID, taskId, 'worker:explain', version, 'completed', 'completed', null, String(K), null, null, null, null,
       null, null, null, null,

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type pg from 'pg';
 import { freshDatabase, type TestDatabase } from '../helpers/database.js';
 import { CLAIM_TASKS_SQL } from '../../packages/engine/src/store/leases.js';
-import { INSERT_OPERATION_SQL, WRITE_OPERATION_SQL } from '../../packages/engine/src/store/operations.js';
+import { INSERT_OPERATION_SQL, INSERT_OPERATIONS_SQL, WRITE_OPERATION_SQL } from '../../packages/engine/src/store/operations.js';
 import { openDatabase } from '../../packages/engine/src/store/database.js';
 
 let db: TestDatabase;
@@ -137,6 +137,7 @@ describe('generic plans on empty tables', () => {
   it.each([
     ['a fresh record', INSERT_OPERATION_SQL],
     ['an attempt over a reserved record', WRITE_OPERATION_SQL],
+    ['fresh records of several runs in one statement', INSERT_OPERATIONS_SQL],
   ])('the engine’s checkpoint statement (%s) fences through the task’s primary key', async (_, sql) => {
     const plan = await inferredPlan(sql);
     expectIndexed(plan, 'tasks', 'tasks_pkey', ['tenant_id', 'id']);

@@ -13,7 +13,7 @@ import { NotFoundError, TimeoutError, deserializeError } from '@ratchet/sdk';
 import type { EngineCore } from '../core.js';
 import type { TaskState } from '../schema/index.js';
 import type { TaskRecord } from '../store/rows.js';
-import { awaitTask, DONE_CHANNEL, getTask } from '../store/tasks.js';
+import { awaitTask, DONE_CHANNEL, getOutcome, type TaskOutcome } from '../store/tasks.js';
 
 export const FINAL: ReadonlySet<TaskState> = new Set(['completed', 'failed', 'cancelled']);
 /** The safety net under NOTIFY while awaiting a result. */
@@ -21,7 +21,7 @@ const RESULT_POLL_MS = 1_000;
 /** How soon a caller whose registration met a locked row tries again. */
 const REGISTER_RETRY_MS = 10;
 
-type Outcome = Pick<TaskRecord, 'state' | 'output' | 'error'>;
+type Outcome = TaskOutcome;
 
 /** A subscription to one run's settlement, opened before the caller registers (so nothing is missed). */
 export class ResultWaiter {
@@ -88,7 +88,7 @@ export class ResultWaiter {
       await this.#wait(Math.min(left, registered ? RESULT_POLL_MS : REGISTER_RETRY_MS));
       if (this.#carried) return settledResult<O>(this.#carried);
       if (registered) {
-        current = await getTask(this.core.pool, this.tenantId, this.runId);
+        current = await getOutcome(this.core.pool, this.tenantId, this.runId);
       } else {
         const again = await awaitTask(this.core.pool, this.tenantId, this.runId, this.core.local.id);
         registered = again?.registered ?? false;

@@ -14,7 +14,7 @@
  * then reported as 'lost' (the segment stops; its lease expires; the run is resumed).
  */
 import type pg from 'pg';
-import { getOperation, writeOperation, type OperationWrite, type WrittenOperation } from '../store/operations.js';
+import { getOperation, writeOperationBatched, type OperationWrite, type WrittenOperation } from '../store/operations.js';
 import { fenceHolds, transitionTask, type Transition } from '../store/tasks.js';
 import type { Fence } from '../store/rows.js';
 import { isTransient } from '../store/sqlstate.js';
@@ -27,8 +27,11 @@ export async function writeCheckpoint(
   fence: Fence,
   op: OperationWrite,
   onError: ((error: unknown) => void) | undefined,
-  /** The statement that writes `op`; default the generic step checkpoint. An emit writes its message with it. */
-  statement: () => Promise<WrittenOperation | null> = () => writeOperation(pool, fence, op),
+  /**
+   * The statement that writes `op`; default the generic step checkpoint (gathered with other
+   * runs' records written in the same turn of the event loop). An emit writes its message with it.
+   */
+  statement: () => Promise<WrittenOperation | null> = () => writeOperationBatched(pool, fence, op),
 ): Promise<WrittenOperation | 'lost'> {
   for (let attempt = 1; ; attempt += 1) {
     try {

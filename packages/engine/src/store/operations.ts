@@ -117,8 +117,33 @@ export const WRITE_OPERATION_SQL = `${FENCED_INSERT}
  */
 export const INSERT_OPERATION_SQL = `${FENCED_INSERT}${RETURNING}`;
 
+/**
+ * Fresh records of several runs in one statement (CheckpointBatch): each row fenced like
+ * FENCED_INSERT, through a lookup of its own run's task row by primary key (LATERAL, so the plan
+ * cannot hash the table), held FOR SHARE. A row whose fence fails is not written; the others are.
+ */
+export const INSERT_OPERATIONS_SQL = `
+    INSERT INTO ratchet.operations AS o (tenant_id, id, task_id, step_name, step_key, seq, kind, idempotency_key, input_hash,
+                                         state, attempt, reserved_at, deadline_at, provider_reference, result, error,
+                                         trace_id, span_id, created_at, completed_at)
+    SELECT t.tenant_id, x.id, t.id, x.name, x.key, x.seq, x.kind, x.idempotency_key, x.input_hash, x.state, x.attempt,
+           CASE WHEN x.in_flight THEN ratchet.now() END,
+           ratchet.now() + x.deadline_ms * interval '1 millisecond',
+           x.provider_reference, x.result::jsonb, x.error::jsonb, x.trace, x.span, coalesce(x.at, ratchet.now()),
+           CASE WHEN x.state IN ('succeeded', 'failed', 'unknown') THEN coalesce(x.at, ratchet.now()) END
+      FROM jsonb_to_recordset($1::jsonb)
+           AS x(tenant uuid, task uuid, owner text, version int, id uuid, name text, key text, seq int, kind text,
+                idempotency_key text, input_hash text, state text, attempt int, at timestamptz, in_flight bool,
+                deadline_ms float8, provider_reference text, result text, error text, trace text, span text)
+     CROSS JOIN LATERAL (
+       SELECT t.tenant_id, t.id FROM ratchet.tasks t
+        WHERE t.tenant_id = x.tenant AND t.id = x.task AND t.lease_owner = x.owner AND t.state_version = x.version
+          FOR SHARE
+     ) t${RETURNING}`;
+
 const writeOperationSql = { name: 'ratchet_write_operation', text: WRITE_OPERATION_SQL };
 const insertOperationSql = { name: 'ratchet_insert_operation', text: INSERT_OPERATION_SQL };
+const insertOperationsSql = { name: 'ratchet_insert_operations', text: INSERT_OPERATIONS_SQL };
 
 /**
  * Writes a step's record, fenced. Resolves to the row written, or null when nothing was written:
@@ -162,6 +187,100 @@ export async function writeOperation(db: Queryable, fence: Fence, op: OperationW
     if (sqlState(error) === UNIQUE_VIOLATION && STEP_ROW_KEYS.has((error as { constraint?: string }).constraint ?? '')) return null;
     throw error;
   }
+}
+
+/**
+ * `writeOperation`, with the fresh records of all runs on `pool` that are written in the same
+ * turn of the event loop gathered into one statement (CheckpointBatch). An attempt over a
+ * reserved record is written alone.
+ */
+export function writeOperationBatched(pool: pg.Pool, fence: Fence, op: OperationWrite): Promise<WrittenOperation | null> {
+  if (op.expectedAttempt != null) return writeOperation(pool, fence, op);
+  let batch = batches.get(pool);
+  if (!batch) batches.set(pool, (batch = new CheckpointBatch(pool)));
+  return batch.write(fence, op);
+}
+
+const batches = new WeakMap<pg.Pool, CheckpointBatch>();
+
+interface Waiting {
+  fence: Fence;
+  op: OperationWrite;
+  resolve: (written: WrittenOperation | null) => void;
+  reject: (error: unknown) => void;
+}
+
+/**
+ * The step records of every run on one pool, gathered while the event loop turns once and
+ * written by ONE statement: a worker running many runs finishes several steps between two
+ * looks at its sockets (8 runs in flight: 1.8 records per statement between processes, 2.2 on
+ * the direct path). Each row is fenced by its own run's lease, so a run that lost its lease has
+ * nothing written while the others do. Should the statement fail as a whole (one row's key taken,
+ * or the repeat of a row whose COMMIT's outcome was lost; a deadlock; a lost connection), each
+ * record is written on its own instead, exactly as if it had never been gathered: the single
+ * statement's rules (and writeCheckpoint's recovery) then decide for each. Nothing waits on a
+ * timer: the batch goes out at the end of the current turn of the event loop.
+ */
+class CheckpointBatch {
+  #waiting: Waiting[] = [];
+
+  constructor(private readonly pool: pg.Pool) {}
+
+  write(fence: Fence, op: OperationWrite): Promise<WrittenOperation | null> {
+    return new Promise((resolve, reject) => {
+      if (this.#waiting.push({ fence, op, resolve, reject }) === 1) setImmediate(() => void this.#flush());
+    });
+  }
+
+  async #flush(): Promise<void> {
+    const batch = this.#waiting;
+    this.#waiting = [];
+    if (batch.length === 1) return this.#alone(batch[0]!);
+    let rows: WrittenOperation[];
+    try {
+      ({ rows } = await this.pool.query<WrittenOperation>({ ...insertOperationsSql, values: [JSON.stringify(batch.map(batchRow))] }));
+    } catch {
+      for (const waiting of batch) void this.#alone(waiting);
+      return;
+    }
+    const byId = new Map(rows.map((row) => [row.id, row]));
+    for (const { op, resolve } of batch) resolve(byId.get(op.id) ?? null);
+  }
+
+  async #alone({ fence, op, resolve, reject }: Waiting): Promise<void> {
+    try {
+      resolve(await writeOperation(this.pool, fence, op));
+    } catch (error) {
+      reject(error);
+    }
+  }
+}
+
+/** One record as INSERT_OPERATIONS_SQL's jsonb_to_recordset reads it (result and error as JSON text). */
+function batchRow({ fence, op }: Waiting) {
+  return {
+    tenant: fence.tenantId,
+    task: fence.taskId,
+    owner: fence.owner,
+    version: fence.stateVersion,
+    id: op.id,
+    name: op.stepName,
+    key: op.stepKey,
+    seq: op.seq,
+    kind: op.kind,
+    idempotency_key: op.idempotencyKey,
+    input_hash: op.inputHash,
+    state: op.state,
+    attempt: op.attempt,
+    at: op.completedAt ?? null,
+    in_flight: op.inFlight,
+    deadline_ms: op.deadlineInMs,
+    provider_reference: op.providerReference ?? null,
+    result: op.result === undefined ? null : JSON.stringify(op.result),
+    error: op.error == null ? null : JSON.stringify(op.error),
+    trace: op.traceId,
+    span: op.spanId,
+  };
 }
 
 /** The unique indexes a step's own row hits when it is written twice (see writeOperation). */

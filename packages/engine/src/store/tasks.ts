@@ -84,9 +84,24 @@ const NO_LIVE_TOMBSTONE = `($5::text IS NULL OR NOT EXISTS (
          SELECT 1 FROM ratchet.idempotency_keys k
           WHERE k.key = $5 AND k.scope = 'run:' || $3::text AND k.tenant_id = $1::uuid AND k.expires_at > ratchet.now()))`;
 
-const insertPendingTask = {
-  name: 'ratchet_insert_pending_task',
-  text: `
+/**
+ * Only a keyed start can meet a taken key: a keyless one is a plain INSERT. `ON CONFLICT` makes
+ * every insert speculative (the arbiter index probed first, then one more WAL record to confirm
+ * the row), whether or not the row has a key.
+ */
+const ON_TAKEN_KEY = `ON CONFLICT (idempotency_key, workflow_name, tenant_id) WHERE idempotency_key IS NOT NULL DO NOTHING`;
+
+/** The keyed and the keyless form of an insert statement (`%ON_TAKEN_KEY%` marks the conflict clause). */
+function keyedOrNot(name: string, text: string): { keyed: { name: string; text: string }; keyless: { name: string; text: string } } {
+  return {
+    keyed: { name: `${name}_keyed`, text: text.replace('%ON_TAKEN_KEY%', ON_TAKEN_KEY) },
+    keyless: { name, text: text.replace('%ON_TAKEN_KEY%', '') },
+  };
+}
+
+const insertPendingTask = keyedOrNot(
+  'ratchet_insert_pending_task',
+  `
     WITH g AS (
       -- Eager start ($20: a local worker with a free slot, local.ts): the run is claimed by the
       -- INSERT itself, leased to that worker. Not when a due pending run of the same workflow
@@ -107,7 +122,7 @@ const insertPendingTask = {
              CASE WHEN g.eager THEN 2 ELSE 1 END
         FROM g
        WHERE ${NO_LIVE_TOMBSTONE}
-      ON CONFLICT (idempotency_key, workflow_name, tenant_id) WHERE idempotency_key IS NOT NULL DO NOTHING
+      %ON_TAKEN_KEY%
       RETURNING ${TASK_COLUMNS}
     ), e AS (
       -- The same history as a run claimed by a worker: started, then claimed.
@@ -121,23 +136,23 @@ const insertPendingTask = {
     -- names the run (startNotice): a worker whose claim already took it does not claim again.
     n AS (SELECT pg_notify('${WORK_CHANNEL}', t.id::text || ' ' || t."workflowName" || ' ' || t."workflowVersion") FROM t WHERE $19::bool)
     SELECT t.*, ratchet.now() AS "claimedAt", false AS "hasOperations", (SELECT count(*) FROM n) AS notified FROM t`,
-};
+);
 
 /** Direct path (DESIGN §3.1): the run is born leased to the caller, so no notify and no claim. */
-const insertLeasedTask = {
-  name: 'ratchet_insert_leased_task',
-  text: `
+const insertLeasedTask = keyedOrNot(
+  'ratchet_insert_leased_task',
+  `
     WITH t AS (
       INSERT INTO ratchet.tasks AS t (${INSERT_COLUMNS})
       SELECT $1, $2, $3, $4, 'running', ratchet.now() + $18 * interval '1 millisecond', $19,
              ratchet.now() + $18 * interval '1 millisecond', 1, $5, $6, $7, $8, $9, $10,
              ratchet.now() + $11 * interval '1 millisecond', $12, $13, ratchet.now(), ratchet.now(), $17
        WHERE ${NO_LIVE_TOMBSTONE}
-      ON CONFLICT (idempotency_key, workflow_name, tenant_id) WHERE idempotency_key IS NOT NULL DO NOTHING
+      %ON_TAKEN_KEY%
       RETURNING ${TASK_COLUMNS}
     ), ${STARTED_EVENT}
     SELECT t.* FROM t`,
-};
+);
 
 function insertValues(task: NewTask): unknown[] {
   return [
@@ -175,7 +190,7 @@ export async function createTask(
   options: { awaitedBy?: string | null; notify?: boolean; eager?: { owner: string; leaseMs: number } | null } = {},
 ): Promise<ClaimedTask | null> {
   const { rows } = await db.query<ClaimedTask>({
-    ...insertPendingTask,
+    ...(task.idempotencyKey === null ? insertPendingTask.keyless : insertPendingTask.keyed),
     values: [...insertValues(task), options.awaitedBy ?? null, options.notify ?? true, options.eager?.owner ?? null, options.eager?.leaseMs ?? null],
   });
   return rows[0] ?? null;
@@ -183,7 +198,8 @@ export async function createTask(
 
 /** Inserts a run already leased to `owner` (the direct path); null when the idempotency key exists (as a run or a live tombstone). */
 export async function createLeasedTask(db: Queryable, task: NewTask, owner: string, leaseMs: number): Promise<TaskRecord | null> {
-  const { rows } = await db.query<TaskRecord>({ ...insertLeasedTask, values: [...insertValues(task), leaseMs, owner] });
+  const statement = task.idempotencyKey === null ? insertLeasedTask.keyless : insertLeasedTask.keyed;
+  const { rows } = await db.query<TaskRecord>({ ...statement, values: [...insertValues(task), leaseMs, owner] });
   return rows[0] ?? null;
 }
 
@@ -201,6 +217,19 @@ export async function getTask(db: Queryable, tenantId: string, id: string): Prom
   const { rows } = await db.query<TaskRecord>({
     name: 'ratchet_get_task',
     text: `SELECT ${TASK_COLUMNS} FROM ratchet.tasks t WHERE t.tenant_id = $1 AND t.id = $2`,
+    values: [tenantId, id],
+  });
+  return rows[0] ?? null;
+}
+
+/** What a caller awaiting a run reads once it settles (run.result(), client.execute). */
+export type TaskOutcome = Pick<TaskRecord, 'state' | 'output' | 'error'>;
+
+/** A run's state and outcome only: what a caller reads when a run it awaits has settled. */
+export async function getOutcome(db: Queryable, tenantId: string, id: string): Promise<TaskOutcome | null> {
+  const { rows } = await db.query<TaskOutcome>({
+    name: 'ratchet_get_outcome',
+    text: `SELECT t.state, t.output, t.error FROM ratchet.tasks t WHERE t.tenant_id = $1 AND t.id = $2`,
     values: [tenantId, id],
   });
   return rows[0] ?? null;
