@@ -16,7 +16,7 @@ type Queryable = Pick<pg.Pool | pg.PoolClient, 'query'>;
 
 /**
  * Channel a start notifies so idle workers claim at once. A start's payload names its run
- * (`startPayload`); the other wake-ups on this channel (a concurrency key freed, a signal, a
+ * (`startNotice`); the other wake-ups on this channel (a concurrency key freed, a signal, a
  * retry) carry only a workflow name and make every listening worker look.
  */
 export const WORK_CHANNEL = 'ratchet_work';
@@ -38,6 +38,7 @@ export function startNotice(payload: string): StartNotice | null {
   if (space < 0) return null;
   return { runId: payload.slice(0, 36), workflowName: payload.slice(37, space), workflowVersion: payload.slice(space + 1) };
 }
+
 /**
  * Channel a settled run notifies when a caller in another process awaits it (payload: the run
  * id). Never the outcome: any session of the database may LISTEN, whatever its tenant or role.
