@@ -15,7 +15,7 @@
  */
 import type { TaskRecord } from '../store/rows.js';
 import { claimTasks } from '../store/leases.js';
-import { startNotice, transitionTask, WORK_CHANNEL, type ClaimedTask } from '../store/tasks.js';
+import { transitionTask, WORK_CHANNEL, type ClaimedTask } from '../store/tasks.js';
 import { listOperations } from '../store/operations.js';
 import { checkSchema } from '../store/migrate.js';
 import { fault } from '../faults.js';
@@ -24,6 +24,7 @@ import { newOwnerId, type EngineCore } from '../core.js';
 import { LeaseKeeper } from './lease.js';
 import { Scheduler } from '../schedules/scheduler.js';
 import { Heartbeat } from './heartbeat.js';
+import { StartNotices } from './start-notices.js';
 import { ValidationError } from '@ratchet/sdk';
 import type { LocalWorker } from '../local.js';
 
@@ -82,15 +83,8 @@ export class Worker {
   #reserved = 0;
   /** Slots the claim in flight may fill (its limit): not free for an eager start meanwhile. */
   #claiming = 0;
-  /**
-   * Runs whose start was heard while a claim was in flight. That claim's snapshot may predate
-   * their commit, so one it did not take calls for another claim. A start heard at any other
-   * time wakes the loop at once, and the claim that follows (begun after the start's commit,
-   * which the NOTIFY follows) sees it.
-   */
-  readonly #heardWhileClaiming = new Set<string>();
-  /** Runs this worker claimed lately: a start's NOTIFY that arrives after the claim that took its run wakes nothing. */
-  readonly #claimedLately = new RecentIds(256);
+  /** Which `ratchet_work` notifications call for a claim (start-notices.ts). */
+  readonly #notices = new StartNotices((name, version) => this.#core.registry.get(name, version) !== undefined);
   readonly #reservations = new Set<Promise<void>>();
   /** How this engine's clients wake this worker, and hand it eager starts, in memory (local.ts). */
   readonly #local: LocalWorker = {
@@ -152,7 +146,9 @@ export class Worker {
     );
     await this.#heartbeat.start();
     this.#stopping = false;
-    this.#unsubscribe = await this.#core.listener.subscribe(WORK_CHANNEL, (payload) => this.#heard(payload));
+    this.#unsubscribe = await this.#core.listener.subscribe(WORK_CHANNEL, (payload) => {
+      if (this.#notices.heard(payload, this.#claiming > 0)) this.#poke();
+    });
     await this.#core.running.listen();
     this.#scheduler = new Scheduler(this.#core, { actorId: this.workerId, pollMs: this.#pollMs });
     await this.#scheduler.start();
@@ -253,7 +249,7 @@ export class Worker {
           backoff = 100;
         } catch (error) {
           this.#claiming = 0;
-          this.#heardWhileClaiming.clear(); // the claim after the backoff sees them
+          this.#notices.claimFailed();
           looked();
           // The database went away (restart, terminated backend): back off, never crash.
           this.#core.onError(error);
@@ -263,16 +259,11 @@ export class Worker {
         }
         for (const task of claimed) {
           this.#stats.claimed += 1;
-          this.#claimedLately.add(task.id);
-          this.#heardWhileClaiming.delete(task.id);
           if (task.state === 'parked') continue; // a poison pill, parked by the claim itself
           this.#launch(task, claimedLocalAt);
         }
         this.#claiming = 0;
-        if (this.#heardWhileClaiming.size > 0) {
-          this.#heardWhileClaiming.clear();
-          this.#woken = true;
-        }
+        if (this.#notices.claimed(claimed.map((task) => task.id))) this.#woken = true;
         looked();
         // Full, with a run left due: claim again as soon as a slot frees.
         this.#backlog = claimed.length === free && due !== null && due <= 0;
@@ -292,19 +283,6 @@ export class Worker {
   /** Slots neither running a run, nor held for an eager start, nor asked for by the claim in flight. */
   #free(): number {
     return this.#concurrency - this.#active.size - this.#reserved - this.#claiming;
-  }
-
-  /**
-   * A `ratchet_work` notification. A start (its payload names the run) wakes this worker only for
-   * a workflow version it runs and a run it has not just claimed; every other wake-up (a
-   * concurrency key freed, a signal, a retry, a reconnect) always does.
-   */
-  #heard(payload: string | undefined): void {
-    const start = payload === undefined ? null : startNotice(payload);
-    if (!start) return this.#poke();
-    if (this.#claimedLately.has(start.runId) || !this.#core.registry.get(start.workflowName, start.workflowVersion)) return;
-    if (this.#claiming > 0) this.#heardWhileClaiming.add(start.runId);
-    else this.#poke();
   }
 
   #poke(): void {
@@ -390,29 +368,6 @@ export class Worker {
 }
 
 const SETTLED = new Set<Outcome['state']>(['completed', 'failed', 'cancelled']);
-
-/** The last `size` ids added, for membership tests. */
-class RecentIds {
-  readonly #ring: (string | undefined)[];
-  readonly #ids = new Set<string>();
-  #next = 0;
-
-  constructor(size: number) {
-    this.#ring = new Array<string | undefined>(size);
-  }
-
-  add(id: string): void {
-    const evicted = this.#ring[this.#next];
-    if (evicted !== undefined) this.#ids.delete(evicted);
-    this.#ring[this.#next] = id;
-    this.#ids.add(id);
-    this.#next = (this.#next + 1) % this.#ring.length;
-  }
-
-  has(id: string): boolean {
-    return this.#ids.has(id);
-  }
-}
 
 interface ActiveRun {
   readonly task: TaskRecord;
