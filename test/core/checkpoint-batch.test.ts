@@ -11,6 +11,7 @@ import { workflow, type Workflow } from '@ratchet/sdk';
 import { createEngine } from '@ratchet/engine';
 import { claimTasks } from '../../packages/engine/src/store/leases.js';
 import { writeOperationBatched, type OperationWrite } from '../../packages/engine/src/store/operations.js';
+import { writeCheckpoint } from '../../packages/engine/src/runtime/checkpoint.js';
 import type { Fence } from '../../packages/engine/src/store/rows.js';
 import { uuidv7 } from '../../packages/engine/src/ids.js';
 import { engineOn, operations, testDatabase } from '../helpers/engine.js';
@@ -110,6 +111,36 @@ describe('step records gathered into one statement', () => {
       expect(written.map((w) => w !== null)).toEqual([false, true]);
       expect((await operations(db, a!.taskId)).map((o) => o.result)).toEqual([1]);
       expect((await operations(db, b!.taskId)).map((o) => o.result)).toEqual([2]);
+    } finally {
+      await pool.end();
+    }
+  });
+
+  it('a connection lost at the COMMIT of a gathered statement: each record is sent again alone and found written', async () => {
+    const wf = fiveSteps();
+    const fences = await leased(wf, 3, 'lossy-owner');
+    // The gathered statement commits in Postgres, then the client hears nothing back.
+    class LossyPool extends pg.Pool {
+      lost = 0;
+      override query(...args: any[]): any {
+        const result = (super.query as (...a: any[]) => Promise<unknown>)(...args);
+        if (args[0]?.name === 'ratchet_insert_operations' && this.lost === 0) {
+          this.lost += 1;
+          return result.then(() => {
+            throw new Error('Connection terminated unexpectedly');
+          });
+        }
+        return result;
+      }
+    }
+    const pool = new LossyPool({ connectionString: db.url, max: 10 });
+    pool.on('error', () => {});
+    try {
+      const records = fences.map((_, i) => record('one', i));
+      const written = await Promise.all(fences.map((fence, i) => writeCheckpoint(pool, fence, records[i]!, undefined)));
+      expect(pool.lost).toBe(1);
+      expect(written.map((w) => (w === 'lost' ? w : w.id))).toEqual(records.map((r) => r.id));
+      for (const [i, fence] of fences.entries()) expect((await operations(db, fence.taskId)).map((o) => o.result)).toEqual([i]);
     } finally {
       await pool.end();
     }
