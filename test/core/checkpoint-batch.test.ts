@@ -4,7 +4,7 @@
  * run's lease; a statement that fails as a whole falls back to one statement per record, whose
  * rules then decide for each.
  */
-import pg from 'pg';
+import type pg from 'pg';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { workflow, type Workflow } from '@ratchet/sdk';
@@ -16,6 +16,7 @@ import type { Fence } from '../../packages/engine/src/store/rows.js';
 import { uuidv7 } from '../../packages/engine/src/ids.js';
 import { engineOn, operations, testDatabase } from '../helpers/engine.js';
 import type { TestDatabase } from '../helpers/database.js';
+import { CommitLosingPool, observedPool } from '../helpers/pools.js';
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -63,13 +64,7 @@ function record(stepKey: string, result: unknown): OperationWrite {
 /** Counts the engine's batched and single checkpoint statements on a pool of its own. */
 function countingPool(): { pool: pg.Pool; counts: Map<string, number> } {
   const counts = new Map<string, number>();
-  const pool = new pg.Pool({ connectionString: db.url, max: 20 });
-  const query = pool.query.bind(pool) as (...args: unknown[]) => Promise<pg.QueryResult>;
-  pool.query = ((...args: unknown[]) => {
-    const name = (args[0] as { name?: string }).name;
-    if (name) counts.set(name, (counts.get(name) ?? 0) + 1);
-    return query(...args);
-  }) as typeof pool.query;
+  const pool = observedPool(db.url, (name) => void counts.set(name, (counts.get(name) ?? 0) + 1), 20);
   return { pool, counts };
 }
 
@@ -120,21 +115,7 @@ describe('step records gathered into one statement', () => {
     const wf = fiveSteps();
     const fences = await leased(wf, 3, 'lossy-owner');
     // The gathered statement commits in Postgres, then the client hears nothing back.
-    class LossyPool extends pg.Pool {
-      lost = 0;
-      override query(...args: any[]): any {
-        const result = (super.query as (...a: any[]) => Promise<unknown>)(...args);
-        if (args[0]?.name === 'ratchet_insert_operations' && this.lost === 0) {
-          this.lost += 1;
-          return result.then(() => {
-            throw new Error('Connection terminated unexpectedly');
-          });
-        }
-        return result;
-      }
-    }
-    const pool = new LossyPool({ connectionString: db.url, max: 10 });
-    pool.on('error', () => {});
+    const pool = new CommitLosingPool({ connectionString: db.url, max: 10 }, 'ratchet_insert_operations');
     try {
       const records = fences.map((_, i) => record('one', i));
       const written = await Promise.all(fences.map((fence, i) => writeCheckpoint(pool, fence, records[i]!, undefined)));

@@ -4,13 +4,13 @@
  * timeout; worker processes racing for many runs; the poison pill; a connection lost at COMMIT.
  */
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import pg from 'pg';
 import { z } from 'zod';
 import { workflow } from '@ratchet/sdk';
 import type { Engine } from '@ratchet/engine';
 import { claimTasks } from '../../packages/engine/src/store/leases.js';
 import { engineOn, eventually, events, operations, shift, task, testDatabase } from '../helpers/engine.js';
 import type { TestDatabase } from '../helpers/database.js';
+import { CommitLosingPool } from '../helpers/pools.js';
 import { spawnWorker, type WorkerProcess } from '../helpers/processes.js';
 import { PROVIDER_DDL, all, charge, findCharge, payment } from '../fixtures/workflows.js';
 
@@ -214,24 +214,9 @@ describe('a connection lost at COMMIT', () => {
       const w = await ctx.step('twice', async () => v + 1);
       return { v, w };
     });
-    // The statement commits in Postgres, then the client hears nothing back.
-    class LossyPool extends pg.Pool {
-      lost = 0;
-      override query(...args: any[]): any {
-        const config = args[0];
-        const result = (super.query as (...a: any[]) => Promise<unknown>)(...args);
-        // A fresh step's record: sent again, the plain insert meets its own row (unique violation).
-        if (config?.name === 'ratchet_insert_operation' && this.lost === 0) {
-          this.lost += 1;
-          return result.then(() => {
-            throw new Error('Connection terminated unexpectedly');
-          });
-        }
-        return result;
-      }
-    }
-    const pool = new LossyPool({ connectionString: db.url, max: 5 });
-    pool.on('error', () => {});
+    // The statement commits in Postgres, then the client hears nothing back. A fresh step's
+    // record: sent again, the plain insert meets its own row (unique violation).
+    const pool = new CommitLosingPool({ connectionString: db.url, max: 5 }, 'ratchet_insert_operation');
     const lossy = await engineOn(db, { workflows: [wf] });
     const direct = await (await import('@ratchet/engine')).createEngine({ database: pool, workflows: [wf] });
     try {

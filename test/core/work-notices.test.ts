@@ -5,13 +5,13 @@
  * claims only when one is waiting. Each claim statement is counted on the worker engine's own
  * pool (a real pg.Pool, its queries observed on the way through).
  */
-import pg from 'pg';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { workflow, type Workflow } from '@ratchet/sdk';
 import { createEngine, type Engine } from '@ratchet/engine';
 import { engineOn, testDatabase } from '../helpers/engine.js';
 import type { TestDatabase } from '../helpers/database.js';
+import { observedPool } from '../helpers/pools.js';
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -29,19 +29,14 @@ interface ClaimCount {
 /** An engine whose pool counts its claim statements (and which of them came back empty). */
 async function countingEngine(workflows: Workflow<any, any, any>[]): Promise<{ engine: Engine; count: ClaimCount; close: () => Promise<void> }> {
   const count: ClaimCount = { claims: 0, empty: 0 };
-  const pool = new pg.Pool({ connectionString: db.url, max: 10 });
-  const query = pool.query.bind(pool) as (...args: unknown[]) => Promise<pg.QueryResult>;
-  pool.query = (async (...args: unknown[]) => {
-    const result = await query(...args);
-    if ((args[0] as { name?: string }).name === 'ratchet_claim_tasks') {
-      count.claims += 1;
-      if (result.rows.every((row) => row.id === null)) count.empty += 1;
-      const hook = count.afterNextClaim;
-      count.afterNextClaim = undefined;
-      await hook?.();
-    }
-    return result;
-  }) as typeof pool.query;
+  const pool = observedPool(db.url, async (name, result) => {
+    if (name !== 'ratchet_claim_tasks') return;
+    count.claims += 1;
+    if (result?.rows.every((row) => row.id === null)) count.empty += 1;
+    const hook = count.afterNextClaim;
+    count.afterNextClaim = undefined;
+    await hook?.();
+  });
   const engine = await createEngine({ database: pool, workflows });
   return {
     engine,
