@@ -21,15 +21,13 @@ const RESULT_POLL_MS = 1_000;
 /** How soon a caller whose registration met a locked row tries again. */
 const REGISTER_RETRY_MS = 10;
 
-type Outcome = TaskOutcome;
-
 /** A subscription to one run's settlement, opened before the caller registers (so nothing is missed). */
 export class ResultWaiter {
   #wake: (() => void) | undefined;
   /** A notification that arrived while no one was waiting (a query in flight): the next wait returns at once. */
   #notified = false;
   /** The outcome, when a local worker handed it over. */
-  #carried: Outcome | undefined;
+  #carried: TaskOutcome | undefined;
   #unsubscribe: (() => void) | undefined;
   #unlisten: (() => void) | undefined;
 
@@ -57,7 +55,7 @@ export class ResultWaiter {
     if (payload === undefined || payload === this.runId) this.#poke();
   }
 
-  #deliver(outcome: Outcome): void {
+  #deliver(outcome: TaskOutcome): void {
     this.#carried ??= outcome;
     this.#poke();
   }
@@ -79,7 +77,7 @@ export class ResultWaiter {
    */
   async settle<O>(task: TaskRecord | null, registered: boolean, timeoutMs: number | undefined): Promise<O> {
     const deadline = timeoutMs === undefined ? Infinity : Date.now() + timeoutMs;
-    let current: Outcome | null = task;
+    let current: TaskOutcome | null = task;
     for (;;) {
       if (!current) throw new NotFoundError(`no run ${this.runId}`, { resource: 'run', id: this.runId });
       if (FINAL.has(current.state)) return settledResult<O>(current);
@@ -126,7 +124,7 @@ export async function awaitResult<O>(core: EngineCore, runId: string, tenantId: 
   }
 }
 
-export function settledResult<O>(task: Outcome): O {
+export function settledResult<O>(task: TaskOutcome): O {
   if (task.state === 'completed') return task.output as O;
   throw deserializeError(task.error ?? { name: 'RatchetError', code: task.state.toUpperCase(), message: `the run ${task.state}` });
 }
